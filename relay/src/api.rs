@@ -1,0 +1,441 @@
+//! The HTTP side: token service, agent API, operations endpoints. Handlers validate and translate;
+//! the work lives in `tokens`, `calls` and `keys`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use bytes::Bytes;
+use relay_wire::{
+    ErrorCode, RevokeResponse, TokenRequest, ToolCallRequest, ToolCallResponse, headers,
+    is_api_key, is_tool_name,
+};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::App;
+use crate::calls::{self, Call};
+use crate::config::fingerprint;
+use crate::error::{ApiError, encode, json_response};
+use crate::idempotency::{self, Claim, Outcome};
+use crate::tabs;
+
+pub fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/token", post(token_post).get(token_get))
+        .route("/api/voice-agent/tool-call", post(tool_call))
+        .route(
+            "/api/voice-agent/keys/{api_key}",
+            get(key_status).delete(key_revoke),
+        )
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+}
+
+// ---- token service -------------------------------------------------------------------------
+
+async fn token_post(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
+    let body = match read_body(&app, request).await {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    let parsed = if body.iter().all(u8::is_ascii_whitespace) {
+        Ok(TokenRequest::default())
+    } else {
+        parse_object::<TokenRequest>(&body)
+    };
+    match parsed {
+        Ok(req) => issue_token(&app, peer, &req),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn token_get(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    query: Result<Query<TokenRequest>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    match query {
+        Ok(Query(req)) => issue_token(&app, peer, &req),
+        Err(e) => ApiError::invalid(format!("invalid query: {}", e.body_text())).into_response(),
+    }
+}
+
+fn issue_token(app: &App, peer: SocketAddr, req: &TokenRequest) -> Response {
+    if app.drain.is_draining() {
+        return ApiError::shutting_down().into_response();
+    }
+    if app.token_limiter.check_key(&peer.ip()).is_err() {
+        return ApiError::new(
+            ErrorCode::RateLimited,
+            "too many tokens requested from this address; try again in a minute",
+        )
+        .into_response();
+    }
+    match app.tokens.mint(req) {
+        Ok(minted) => {
+            let r = minted.response;
+            app.keys.issue(&r.api_key, r.expires_at);
+            app.metrics.tokens_issued.inc();
+            tracing::info!(key = %fingerprint(&r.api_key), identity = %r.identity, room = %r.room_name, "token issued");
+            let mut response = json_response(StatusCode::OK, encode(&r));
+            response.headers_mut().insert(
+                header::CACHE_CONTROL,
+                header::HeaderValue::from_static("no-store"),
+            );
+            response
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+// ---- agent API -------------------------------------------------------------------------------
+
+/// Checks `Authorization: Bearer <secret>` against every configured agent secret. Digests are
+/// compared in constant time, so neither content nor length leaks through timing.
+fn authorize(app: &App, headers: &HeaderMap) -> Result<(), ApiError> {
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .ok_or_else(ApiError::unauthorized)?;
+    let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+    let mut matched = subtle::Choice::from(0u8);
+    for known in &app.agent_secret_digests {
+        matched |= known.ct_eq(&digest);
+    }
+    if bool::from(matched) {
+        Ok(())
+    } else {
+        Err(ApiError::unauthorized())
+    }
+}
+
+/// Reads a request body up to the configured limit (413 beyond it).
+async fn read_body(app: &App, request: Request) -> Result<Bytes, ApiError> {
+    let limit = app.config.max_body_bytes;
+    let too_large = || {
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("request body is larger than {limit} bytes"),
+        )
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(request.into_body(), limit)
+        .await
+        .map_err(|err| {
+            let length_limit = std::error::Error::source(&err)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            if length_limit {
+                too_large()
+            } else {
+                ApiError::invalid("could not read the request body")
+            }
+        })
+}
+
+/// Parses a JSON object body. Arrays are refused even where serde would map them onto a struct's
+/// fields by position.
+fn parse_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err(ApiError::invalid("the body must be a JSON object"));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("invalid JSON body: {}", short(&e))))
+}
+
+/// A serde error, cut short: enough to fix the request, never a whole echoed value.
+fn short(err: &serde_json::Error) -> String {
+    let mut text = err.to_string();
+    if text.len() > 200 {
+        let mut end = 200;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}
+
+async fn tool_call(State(app): State<Arc<App>>, request: Request<Body>) -> Response {
+    match tool_call_inner(app, request).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, ApiError> {
+    if app.drain.is_draining() {
+        return Err(ApiError::shutting_down());
+    }
+    authorize(&app, request.headers())?;
+    let idem_key = match request.headers().get(headers::IDEMPOTENCY_KEY) {
+        None => None,
+        Some(v) => match v.to_str() {
+            Ok(s) if idempotency::valid_key(s) => Some(s.to_owned()),
+            _ => {
+                return Err(ApiError::invalid(
+                    "Idempotency-Key must be 1 to 255 visible ASCII characters",
+                ));
+            }
+        },
+    };
+    let body = read_body(&app, request).await?;
+    let req: ToolCallRequest = parse_object(&body)?;
+    if !is_api_key(&req.api_key) {
+        return Err(ApiError::invalid(
+            "apiKey must be va_ followed by 64 lowercase hex characters",
+        ));
+    }
+    if !is_tool_name(&req.tool_name) {
+        return Err(ApiError::invalid(
+            "toolName must match ^[A-Za-z][A-Za-z0-9_-]{0,63}$ and not be register, revoked or cancel",
+        ));
+    }
+    let max = app.config.max_timeout;
+    let timeout = match req.timeout_ms {
+        None => app.config.default_timeout,
+        Some(ms) if ms >= 1 && u128::from(ms) <= max.as_millis() => {
+            std::time::Duration::from_millis(ms)
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(format!(
+                "timeoutMs must be between 1 and {}",
+                max.as_millis()
+            )));
+        }
+    };
+    let call = Call {
+        call_id: calls::new_call_id(),
+        api_key: req.api_key,
+        tool_name: req.tool_name,
+        params: req.params,
+        await_result: req.await_result,
+        timeout,
+    };
+
+    let recorder = match idem_key {
+        None => None,
+        Some(idem) => {
+            let fp = idempotency::request_fingerprint(
+                &call.tool_name,
+                call.params.as_deref().map(|p| p.get()),
+                call.await_result,
+            );
+            match app.idempotency.claim(&call.api_key, &idem, fp) {
+                Claim::Run(tx) => Some(tx),
+                Claim::Conflict => {
+                    return Err(ApiError::invalid(
+                        "this Idempotency-Key was already used with a different request",
+                    ));
+                }
+                Claim::Replay(mut rx) => {
+                    // The first call is bounded by its own timeout; this bound only guards
+                    // against a first call that vanished without recording.
+                    let wait = app.config.max_timeout + app.config.drain;
+                    let outcome = tokio::time::timeout(wait, rx.wait_for(Option::is_some)).await;
+                    return match outcome {
+                        Ok(Ok(o)) => {
+                            let o = o.clone().unwrap_or_else(internal_outcome);
+                            Ok(json_response(o.status, o.body))
+                        }
+                        _ => Ok({
+                            let o = internal_outcome();
+                            json_response(o.status, o.body)
+                        }),
+                    };
+                }
+            }
+        }
+    };
+
+    // The call runs in its own task: it reaches its end (and records its outcome for retries)
+    // even if the agent's connection drops mid-call.
+    let task_app = app.clone();
+    let handle = tokio::spawn(async move {
+        let _inflight = task_app.drain.enter();
+        let started = tokio::time::Instant::now();
+        let result = calls::run(&task_app, &call).await;
+        let outcome = match result {
+            Ok(result) => Outcome {
+                status: StatusCode::OK,
+                body: encode(&ToolCallResponse {
+                    ok: true,
+                    call_id: call.call_id.to_string(),
+                    result,
+                }),
+            },
+            Err(err) => {
+                let err = err.with_call_id(&call.call_id);
+                Outcome {
+                    status: err.status(),
+                    body: encode(&err.body()),
+                }
+            }
+        };
+        let code = if outcome.status == StatusCode::OK {
+            Ok(())
+        } else {
+            Err(code_of(outcome.status, &outcome.body))
+        };
+        task_app
+            .metrics
+            .call_finished(code, call.await_result, started.elapsed());
+        tracing::info!(
+            key = %fingerprint(&call.api_key),
+            call_id = %call.call_id,
+            tool = %call.tool_name,
+            awaited = call.await_result,
+            status = outcome.status.as_u16(),
+            took_us = started.elapsed().as_micros() as u64,
+            "tool call"
+        );
+        if let Some(tx) = recorder {
+            tx.send_replace(Some(outcome.clone()));
+        }
+        outcome
+    });
+    match handle.await {
+        Ok(o) => Ok(json_response(o.status, o.body)),
+        Err(err) => {
+            tracing::error!(cause = %err, "tool call task failed");
+            Err(ApiError::new(ErrorCode::Internal, "internal error"))
+        }
+    }
+}
+
+fn internal_outcome() -> Outcome {
+    let e = ApiError::new(
+        ErrorCode::Internal,
+        "the first call with this Idempotency-Key was lost",
+    );
+    Outcome {
+        status: e.status(),
+        body: encode(&e.body()),
+    }
+}
+
+/// The error code of an encoded failure body (for metrics).
+fn code_of(status: StatusCode, body: &[u8]) -> ErrorCode {
+    serde_json::from_slice::<relay_wire::ErrorBody>(body)
+        .ok()
+        .and_then(|b| {
+            ErrorCode::ALL
+                .into_iter()
+                .find(|c| c.as_str() == b.error.code)
+        })
+        .unwrap_or_else(|| {
+            ErrorCode::ALL
+                .into_iter()
+                .find(|c| c.http_status() == status.as_u16())
+                .unwrap_or(ErrorCode::Internal)
+        })
+}
+
+fn key_param(api_key: &str) -> Result<(), ApiError> {
+    if is_api_key(api_key) {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "apiKey must be va_ followed by 64 lowercase hex characters",
+        ))
+    }
+}
+
+async fn key_status(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(api_key): Path<String>,
+) -> Response {
+    let result = (|| {
+        authorize(&app, &headers)?;
+        key_param(&api_key)?;
+        app.keys.status(&api_key).ok_or_else(ApiError::unknown_key)
+    })();
+    match result {
+        Ok(status) => json_response(StatusCode::OK, encode(&status)),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn key_revoke(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(api_key): Path<String>,
+) -> Response {
+    let result = (|| {
+        if app.drain.is_draining() {
+            return Err(ApiError::shutting_down());
+        }
+        authorize(&app, &headers)?;
+        key_param(&api_key)?;
+        app.keys.revoke(&api_key).ok_or_else(ApiError::unknown_key)
+    })();
+    match result {
+        Ok(displaced) => {
+            let tab_notified = displaced.is_some();
+            if let Some(old) = displaced {
+                tabs::dismiss(old);
+            }
+            tracing::info!(key = %fingerprint(&api_key), tab_notified, "key revoked");
+            json_response(
+                StatusCode::OK,
+                encode(&RevokeResponse {
+                    ok: true,
+                    tab_notified,
+                }),
+            )
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+// ---- operations ------------------------------------------------------------------------------
+
+async fn healthz() -> Response {
+    json_response(StatusCode::OK, Bytes::from_static(br#"{"ok":true}"#))
+}
+
+async fn readyz(State(app): State<Arc<App>>) -> Response {
+    if app.drain.is_draining() {
+        json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Bytes::from_static(br#"{"ok":false,"reason":"draining"}"#),
+        )
+    } else {
+        json_response(StatusCode::OK, Bytes::from_static(br#"{"ok":true}"#))
+    }
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        app.metrics.render(),
+    )
+        .into_response()
+}

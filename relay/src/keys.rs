@@ -1,0 +1,425 @@
+//! Key state and routing: the one seam between the handlers and where keys live.
+//!
+//! A key moves issued → online (bound to one socket) → offline (socket gone, kept for the
+//! reconnect grace) → removed. Revoked keys leave a tombstone until their token expires so the
+//! token cannot bind them again. Everything here is in memory, sharded by `DashMap`: no lock is
+//! shared by two keys, and no shard lock is ever held across an `.await`.
+//!
+//! Callers waiting for an offline key park on the key's own `Notify`; binding, revoking and
+//! removal wake them.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use relay_wire::{KeyState, KeyStatus, RevokeReason};
+use socketioxide::extract::SocketRef;
+use socketioxide::socket::Sid;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::fingerprint;
+use crate::metrics::Metrics;
+use crate::tokens::unix_now;
+
+/// A key bound to a live socket. `gone` fires when that binding ends for any reason (socket
+/// closed, replaced, revoked), which is how a call waiting for an answer learns its tab left.
+#[derive(Clone)]
+pub struct Binding {
+    pub socket: SocketRef,
+    pub gone: CancellationToken,
+}
+
+impl Binding {
+    pub fn sid(&self) -> Sid {
+        self.socket.id
+    }
+}
+
+enum State {
+    Issued,
+    Online(Binding),
+    Offline,
+    Revoked,
+}
+
+struct Entry {
+    state: State,
+    /// Once bound, a bare key never binds again: later binds must show the token.
+    ever_bound: bool,
+    /// When the entry is removed unless something changes it (not used while online).
+    remove_at: Instant,
+    /// Token expiry: no state outlives it except a live binding.
+    token_exp: Instant,
+    /// Unix ms of the last state change.
+    since_ms: u64,
+    shared: Arc<KeyShared>,
+}
+
+/// Per-key data shared with the calls in flight for that key.
+#[derive(Default)]
+pub struct KeyShared {
+    changed: Notify,
+    inflight: AtomicUsize,
+    /// Awaited calls delivered and not yet answered; told `cancel` when their tab is replaced or
+    /// revoked.
+    pending: Mutex<Vec<Arc<str>>>,
+}
+
+impl KeyShared {
+    pub fn add_pending(&self, call_id: &Arc<str>) {
+        lock(&self.pending).push(call_id.clone());
+    }
+
+    pub fn remove_pending(&self, call_id: &str) {
+        lock(&self.pending).retain(|c| &**c != call_id);
+    }
+
+    fn take_pending(&self) -> Vec<Arc<str>> {
+        std::mem::take(&mut *lock(&self.pending))
+    }
+}
+
+/// The pending list's lock is held for a push or a scan, never across an await; a panic while
+/// holding it cannot leave the `Vec` inconsistent, so a poisoned lock is simply reused.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How a bind proves the key was issued here.
+#[derive(Debug, Clone, Copy)]
+pub enum Proof {
+    /// A verified token, expiring at this Unix second.
+    Token { exp: u64 },
+    /// The bare key: accepted once, for a key issued and never bound.
+    BareKey,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BindError {
+    #[error("unknown key: never issued here, expired or removed")]
+    Unknown,
+    #[error("this key was revoked")]
+    Revoked,
+    #[error("a bare key binds only once; present the token to bind again")]
+    TokenRequired,
+    #[error("token is expired")]
+    Expired,
+}
+
+/// A socket that lost its key to a bind or a revoke, with the awaited calls it should drop.
+pub struct Displaced {
+    pub binding: Binding,
+    pub pending: Vec<Arc<str>>,
+    pub reason: RevokeReason,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitError {
+    /// The key is unknown or was revoked or removed while waiting.
+    Unknown,
+    /// No tab came back before the deadline.
+    Offline,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcquireError {
+    Unknown,
+    TooMany,
+}
+
+/// Holds one of the key's in-flight slots; released on drop.
+pub struct InflightGuard {
+    shared: Arc<KeyShared>,
+}
+
+impl InflightGuard {
+    pub fn shared(&self) -> &Arc<KeyShared> {
+        &self.shared
+    }
+}
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        self.shared.inflight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+pub struct LifecycleConfig {
+    pub unbound_ttl: Duration,
+    pub grace: Duration,
+    pub max_inflight: usize,
+}
+
+pub struct Keys {
+    map: DashMap<Arc<str>, Entry>,
+    cfg: LifecycleConfig,
+    metrics: Arc<Metrics>,
+}
+
+fn now_ms() -> u64 {
+    unix_now().as_millis() as u64
+}
+
+/// Converts a Unix-seconds expiry into the monotonic clock.
+fn exp_instant(exp_unix: u64) -> Instant {
+    let now_unix = unix_now();
+    let left = Duration::from_secs(exp_unix).saturating_sub(now_unix);
+    Instant::now() + left
+}
+
+impl Keys {
+    pub fn new(cfg: LifecycleConfig, metrics: Arc<Metrics>) -> Self {
+        Keys {
+            map: DashMap::new(),
+            cfg,
+            metrics,
+        }
+    }
+
+    /// Records a key minted by the token service.
+    pub fn issue(&self, key: &str, token_exp_unix: u64) {
+        let token_exp = exp_instant(token_exp_unix);
+        let entry = Entry {
+            state: State::Issued,
+            ever_bound: false,
+            remove_at: token_exp.min(Instant::now() + self.cfg.unbound_ttl),
+            token_exp,
+            since_ms: now_ms(),
+            shared: Arc::default(),
+        };
+        if self.map.insert(key.into(), entry).is_none() {
+            self.metrics.known_keys.inc();
+        }
+    }
+
+    /// Binds `key` to `socket`. Returns the socket it displaced, if another socket held it.
+    pub fn bind(
+        &self,
+        key: &str,
+        proof: Proof,
+        socket: &SocketRef,
+    ) -> Result<Option<Displaced>, BindError> {
+        let now = Instant::now();
+        let binding = Binding {
+            socket: socket.clone(),
+            gone: CancellationToken::new(),
+        };
+        let mut created = false;
+        let mut entry = match (self.map.get_mut(key), proof) {
+            (Some(entry), _) => entry,
+            (None, Proof::BareKey) => return Err(BindError::Unknown),
+            (None, Proof::Token { exp }) => {
+                // A valid token is proof of issuance even when its entry is gone (grace over,
+                // or another relay process minted it with the same LiveKit secret).
+                let token_exp = exp_instant(exp);
+                if token_exp <= now {
+                    return Err(BindError::Expired);
+                }
+                self.map.entry(key.into()).or_insert_with(|| {
+                    created = true;
+                    Entry {
+                        state: State::Issued,
+                        ever_bound: false,
+                        remove_at: token_exp,
+                        token_exp,
+                        since_ms: now_ms(),
+                        shared: Arc::default(),
+                    }
+                })
+            }
+        };
+        match (&entry.state, proof) {
+            (State::Revoked, _) => return Err(BindError::Revoked),
+            (_, Proof::BareKey) if entry.ever_bound => return Err(BindError::TokenRequired),
+            (State::Online(b), _) if b.sid() == socket.id => return Ok(None),
+            _ => {}
+        }
+        if let Proof::Token { exp } = proof {
+            entry.token_exp = entry.token_exp.max(exp_instant(exp));
+        }
+        let previous = std::mem::replace(&mut entry.state, State::Online(binding));
+        entry.ever_bound = true;
+        entry.since_ms = now_ms();
+        let shared = entry.shared.clone();
+        drop(entry);
+        if created {
+            self.metrics.known_keys.inc();
+        }
+
+        let displaced = match previous {
+            State::Online(old) => {
+                old.gone.cancel();
+                Some(Displaced {
+                    binding: old,
+                    pending: shared.take_pending(),
+                    reason: RevokeReason::Replaced,
+                })
+            }
+            _ => {
+                self.metrics.bound_keys.inc();
+                None
+            }
+        };
+        shared.changed.notify_waiters();
+        Ok(displaced)
+    }
+
+    /// The socket `sid` went away: its key, if still bound to it, goes offline for the grace.
+    pub fn release(&self, key: &str, sid: Sid) {
+        let Some(mut entry) = self.map.get_mut(key) else {
+            return;
+        };
+        let State::Online(binding) = &entry.state else {
+            return;
+        };
+        if binding.sid() != sid {
+            return;
+        }
+        binding.gone.cancel();
+        let now = Instant::now();
+        entry.state = State::Offline;
+        entry.remove_at = (now + self.cfg.grace).min(entry.token_exp.max(now));
+        entry.since_ms = now_ms();
+        let shared = entry.shared.clone();
+        drop(entry);
+        self.metrics.bound_keys.dec();
+        shared.changed.notify_waiters();
+    }
+
+    /// Revokes a key: it can never bind again. Returns `None` for an unknown key, otherwise the
+    /// socket that held it (if any) so the caller can tell it.
+    pub fn revoke(&self, key: &str) -> Option<Option<Displaced>> {
+        let mut entry = self.map.get_mut(key)?;
+        if matches!(entry.state, State::Revoked) {
+            return None;
+        }
+        let previous = std::mem::replace(&mut entry.state, State::Revoked);
+        // The tombstone only needs to outlive the token that could bind it again.
+        entry.remove_at = entry.token_exp;
+        entry.since_ms = now_ms();
+        let shared = entry.shared.clone();
+        drop(entry);
+        self.metrics.known_keys.dec();
+        shared.changed.notify_waiters();
+        match previous {
+            State::Online(binding) => {
+                binding.gone.cancel();
+                self.metrics.bound_keys.dec();
+                Some(Some(Displaced {
+                    binding,
+                    pending: shared.take_pending(),
+                    reason: RevokeReason::Revoked,
+                }))
+            }
+            _ => Some(None),
+        }
+    }
+
+    pub fn is_revoked(&self, key: &str) -> bool {
+        self.map
+            .get(key)
+            .is_some_and(|e| matches!(e.state, State::Revoked))
+    }
+
+    /// The key's state as the agent API reports it; `None` when unknown.
+    pub fn status(&self, key: &str) -> Option<KeyStatus> {
+        let entry = self.map.get(key)?;
+        let (state, grace_ends_ms) = match &entry.state {
+            State::Issued => (KeyState::Issued, None),
+            State::Online(_) => (KeyState::Online, None),
+            State::Offline => {
+                let left = entry.remove_at.saturating_duration_since(Instant::now());
+                (KeyState::Offline, Some(now_ms() + left.as_millis() as u64))
+            }
+            State::Revoked => return None,
+        };
+        Some(KeyStatus {
+            ok: true,
+            state,
+            fingerprint: fingerprint(key),
+            since_ms: entry.since_ms,
+            grace_ends_ms,
+        })
+    }
+
+    /// Takes one of the key's in-flight slots.
+    pub fn acquire(&self, key: &str) -> Result<InflightGuard, AcquireError> {
+        let entry = self.map.get(key).ok_or(AcquireError::Unknown)?;
+        if matches!(entry.state, State::Revoked) {
+            return Err(AcquireError::Unknown);
+        }
+        let shared = entry.shared.clone();
+        drop(entry);
+        let before = shared.inflight.fetch_add(1, Ordering::AcqRel);
+        let guard = InflightGuard { shared };
+        if before >= self.cfg.max_inflight {
+            return Err(AcquireError::TooMany);
+        }
+        Ok(guard)
+    }
+
+    /// Waits until `key` is bound to a live tab, or the deadline passes.
+    pub async fn wait_online(&self, key: &str, deadline: Instant) -> Result<Binding, WaitError> {
+        loop {
+            let shared = {
+                let entry = self.map.get(key).ok_or(WaitError::Unknown)?;
+                match &entry.state {
+                    State::Online(binding) => return Ok(binding.clone()),
+                    State::Revoked => return Err(WaitError::Unknown),
+                    State::Issued | State::Offline => entry.shared.clone(),
+                }
+            };
+            let changed = shared.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            // Re-check after registering for the wake-up, so a bind that landed in between is
+            // not missed.
+            {
+                let entry = self.map.get(key).ok_or(WaitError::Unknown)?;
+                match &entry.state {
+                    State::Online(binding) => return Ok(binding.clone()),
+                    State::Revoked => return Err(WaitError::Unknown),
+                    _ => {}
+                }
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return Err(WaitError::Offline);
+            }
+        }
+    }
+
+    /// Removes entries whose time is up; returns how many went.
+    pub fn sweep(&self) -> usize {
+        let now = Instant::now();
+        let mut expired: Vec<(Arc<str>, bool)> = Vec::new();
+        self.map.retain(|key, entry| {
+            let done = !matches!(entry.state, State::Online(_)) && entry.remove_at <= now;
+            if done {
+                expired.push((key.clone(), matches!(entry.state, State::Revoked)));
+                entry.shared.changed.notify_waiters();
+            }
+            !done
+        });
+        for (key, was_revoked) in &expired {
+            if !was_revoked {
+                self.metrics.known_keys.dec();
+            }
+            tracing::debug!(key = %fingerprint(key), "key removed");
+        }
+        expired.len()
+    }
+
+    /// Every live binding (used at shutdown to tell tabs).
+    pub fn bindings(&self) -> Vec<Binding> {
+        self.map
+            .iter()
+            .filter_map(|e| match &e.state {
+                State::Online(b) => Some(b.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}

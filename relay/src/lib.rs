@@ -1,0 +1,199 @@
+//! The voice-agent relay: a token service, a Socket.IO endpoint where browser tabs bind their
+//! per-tab key, and an HTTP API through which an agent's tool calls reach exactly that tab.
+//!
+//! `main` parses configuration and calls [`run`] with a bound listener, so tests bind port 0 and
+//! read the real address back. See `ARCHITECTURE.md` for the map.
+
+pub mod api;
+pub mod calls;
+pub mod config;
+pub mod error;
+pub mod idempotency;
+pub mod keys;
+pub mod metrics;
+pub mod shutdown;
+pub mod tabs;
+pub mod tokens;
+
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderValue, Method, header};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use sha2::{Digest, Sha256};
+use socketioxide::SocketIo;
+use tokio::net::TcpListener;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::services::ServeDir;
+
+use crate::config::Config;
+use crate::idempotency::Idempotency;
+use crate::keys::{Keys, LifecycleConfig};
+use crate::metrics::Metrics;
+use crate::shutdown::Drain;
+use crate::tokens::TokenService;
+
+/// Everything the handlers share. One per relay process.
+pub struct App {
+    pub config: Config,
+    pub keys: Keys,
+    pub tokens: TokenService,
+    pub metrics: Arc<Metrics>,
+    pub idempotency: Idempotency,
+    pub drain: Drain,
+    pub token_limiter: DefaultKeyedRateLimiter<IpAddr>,
+    agent_secret_digests: Vec<[u8; 32]>,
+}
+
+impl App {
+    pub fn new(config: Config) -> Arc<App> {
+        let metrics = Arc::new(Metrics::new());
+        let keys = Keys::new(
+            LifecycleConfig {
+                unbound_ttl: config.unbound_key_ttl,
+                grace: config.reconnect_grace,
+                max_inflight: config.max_inflight_per_key,
+            },
+            metrics.clone(),
+        );
+        let tokens = TokenService::new(
+            &config.livekit_api_key,
+            &config.livekit_api_secret,
+            &config.livekit_url,
+            config.token_ttl,
+        );
+        let per_min = NonZeroU32::new(config.token_rate_per_min).unwrap_or(NonZeroU32::MIN);
+        let token_limiter = RateLimiter::keyed(Quota::per_minute(per_min));
+        let agent_secret_digests = config
+            .agent_secrets
+            .iter()
+            .map(|s| Sha256::digest(s.expose().as_bytes()).into())
+            .collect();
+        Arc::new(App {
+            config,
+            keys,
+            tokens,
+            metrics,
+            idempotency: Idempotency::default(),
+            drain: Drain::default(),
+            token_limiter,
+            agent_secret_digests,
+        })
+    }
+
+    /// Whether a browser `Origin` may open a socket: listed in `RELAY_ALLOWED_ORIGINS` (or `*`),
+    /// or, when that is unset, the relay's own origin.
+    pub fn origin_allowed(&self, origin: &str, host: Option<&HeaderValue>) -> bool {
+        let origin = origin.trim_end_matches('/');
+        if self.config.allowed_origins.is_empty() {
+            let host = host.and_then(|h| h.to_str().ok()).unwrap_or_default();
+            let bare = origin
+                .strip_prefix("http://")
+                .or_else(|| origin.strip_prefix("https://"))
+                .unwrap_or(origin);
+            return !host.is_empty() && bare.eq_ignore_ascii_case(host);
+        }
+        self.config
+            .allowed_origins
+            .iter()
+            .any(|o| o == "*" || o.eq_ignore_ascii_case(origin))
+    }
+
+    fn cors(&self) -> Option<CorsLayer> {
+        let origins = &self.config.allowed_origins;
+        if origins.is_empty() {
+            return None;
+        }
+        let allow = if origins.iter().any(|o| o == "*") {
+            AllowOrigin::any()
+        } else {
+            AllowOrigin::list(origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()))
+        };
+        Some(
+            CorsLayer::new()
+                .allow_origin(allow)
+                .allow_methods([Method::GET, Method::POST, Method::DELETE])
+                .allow_headers([
+                    header::CONTENT_TYPE,
+                    header::AUTHORIZATION,
+                    header::HeaderName::from_static(relay_wire::headers::IDEMPOTENCY_KEY),
+                ])
+                .max_age(Duration::from_secs(600)),
+        )
+    }
+}
+
+/// How often expired keys, idempotency outcomes and rate-limit cells are swept.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// Builds the whole service: HTTP routes, the Socket.IO layer, CORS, the demo page.
+pub fn build(app: Arc<App>) -> (Router, SocketIo) {
+    let (layer, io) = SocketIo::builder()
+        .with_state(app.clone())
+        .ping_interval(Duration::from_secs(15))
+        .ping_timeout(Duration::from_secs(10))
+        .build_layer();
+    tabs::attach(&io);
+
+    let mut router = api::routes();
+    let web_dir = &app.config.web_dir;
+    if web_dir.join("index.html").is_file() {
+        router = router.fallback_service(ServeDir::new(web_dir));
+    } else {
+        router = router.route("/", axum::routing::get(placeholder_page));
+    }
+    let mut router = router.with_state(app.clone()).layer(layer);
+    if let Some(cors) = app.cors() {
+        router = router.layer(cors);
+    }
+    (router, io)
+}
+
+async fn placeholder_page() -> axum::response::Html<&'static str> {
+    axum::response::Html(
+        "<!doctype html><meta charset=utf-8><title>Voice-agent relay</title>\
+         <p>The relay is running. The demo page is not built: run <code>scripts/manage.sh build</code>.</p>",
+    )
+}
+
+/// Runs the relay on `listener` until `shutdown` resolves, then drains (see [`shutdown`]).
+pub async fn run(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let app = App::new(config);
+    let (router, io) = build(app.clone());
+
+    let sweeper = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(SWEEP_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                app.keys.sweep();
+                app.idempotency.sweep();
+                app.token_limiter.retain_recent();
+            }
+        })
+    };
+
+    let drain_app = app.clone();
+    let served = axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        shutdown.await;
+        shutdown::drain(&drain_app, &io).await;
+    })
+    .await;
+    sweeper.abort();
+    served?;
+    tracing::info!("relay stopped");
+    Ok(())
+}

@@ -1,0 +1,73 @@
+//! `relay` binary: parse configuration, start logging, bind, run until a signal, drain.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use relay::config::{Cli, Command, Config, LogFormat};
+use tracing_subscriber::EnvFilter;
+
+/// Exit status for a configuration error (EX_USAGE).
+const EXIT_CONFIG: u8 = 64;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match Config::from_options(cli.options) {
+        Ok(c) => c,
+        Err(err) => {
+            eprintln!("relay: {err}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    if let Some(Command::CheckConfig) = cli.command {
+        println!("relay: configuration is valid");
+        return ExitCode::SUCCESS;
+    }
+    init_tracing(config.log_format);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("relay: cannot start the runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!(cause = %format!("{err:#}"), "relay failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.addr))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        %addr,
+        livekit_url = %config.livekit_url,
+        agent_secrets = config.agent_secrets.len(),
+        "relay listening on http://{addr}"
+    );
+    relay::run(listener, config, relay::shutdown::signal()).await
+}
+
+/// Socket.IO and Engine.IO log whole packets below `info`, handshake tokens included, so they are
+/// capped at `info` whatever `RUST_LOG` asks for: no log line may hold a whole token.
+const CAPPED_TARGETS: [&str; 2] = ["socketioxide=info", "engineioxide=info"];
+
+fn init_tracing(format: LogFormat) {
+    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    for directive in CAPPED_TARGETS {
+        if let Ok(d) = directive.parse() {
+            filter = filter.add_directive(d);
+        }
+    }
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.init(),
+    }
+}

@@ -1,0 +1,232 @@
+//! The Socket.IO side: how a tab connects and binds its key, and what happens when it leaves.
+//!
+//! A tab binds either in the handshake (`auth: {token}`, checked by the connect middleware, so a
+//! bad token is a `connect_error` with a code) or later with `voice-agent:register` (the seed's
+//! way, acknowledged). Each bound socket also joins a room named after its key, the routing unit
+//! several nodes will share.
+
+use std::sync::Arc;
+
+use relay_wire::{
+    ErrorCode, ErrorObject, RegisterAck, RevokeReason, RevokedEvent, events, is_api_key,
+};
+use serde_json::Value;
+use socketioxide::SocketIo;
+use socketioxide::extract::{AckSender, Data, SocketRef, State, TryData};
+use socketioxide::handler::ConnectHandler;
+
+use crate::App;
+use crate::calls;
+use crate::config::fingerprint;
+use crate::keys::{BindError, Displaced, Proof};
+use crate::tokens::{TokenError, VerifiedToken};
+
+/// The key a socket holds, kept in the socket's extensions.
+#[derive(Clone)]
+struct BoundKey(Arc<str>);
+
+/// A handshake token that passed verification, handed from the middleware to the handler.
+#[derive(Clone)]
+struct HandshakeToken(Arc<VerifiedToken>);
+
+/// A refused handshake. Its `Display` is the JSON object the client's `connect_error` receives:
+/// `err.message` and `err.data = {code, message}`.
+#[derive(Debug)]
+pub struct Refusal(ErrorObject);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let body = serde_json::json!({"message": self.0.message, "data": self.0});
+        write!(f, "{body}")
+    }
+}
+
+fn error_object(code: ErrorCode, message: impl Into<String>) -> ErrorObject {
+    ErrorObject {
+        code: code.as_str().to_owned(),
+        message: message.into(),
+    }
+}
+
+fn token_refusal(err: &TokenError) -> ErrorObject {
+    error_object(ErrorCode::Unauthorized, err.to_string())
+}
+
+fn bind_refusal(err: BindError) -> ErrorObject {
+    let code = match err {
+        BindError::Unknown | BindError::Revoked => ErrorCode::UnknownKey,
+        BindError::TokenRequired | BindError::Expired => ErrorCode::Unauthorized,
+    };
+    error_object(code, err.to_string())
+}
+
+/// Registers the default namespace's handlers.
+pub fn attach(io: &SocketIo) {
+    io.ns("/", on_connect.with(authenticate).with(check_origin));
+}
+
+/// Refuses browser sockets from origins outside `RELAY_ALLOWED_ORIGINS` (when it is set).
+/// Clients that send no `Origin` (agents, servers) are not browsers and pass.
+async fn check_origin(s: SocketRef, State(app): State<Arc<App>>) -> Result<(), Refusal> {
+    let Some(origin) = s.req_parts().headers.get("origin") else {
+        return Ok(());
+    };
+    let origin = origin.to_str().unwrap_or_default();
+    if app.origin_allowed(origin, s.req_parts().headers.get("host")) {
+        Ok(())
+    } else {
+        Err(Refusal(error_object(
+            ErrorCode::Unauthorized,
+            "this origin may not connect",
+        )))
+    }
+}
+
+/// Verifies a handshake token. No `auth.token` at all lets the socket connect unbound (it may
+/// register later); a token that is present but empty, malformed, forged or expired is refused.
+async fn authenticate(
+    s: SocketRef,
+    State(app): State<Arc<App>>,
+    TryData(auth): TryData<Value>,
+) -> Result<(), Refusal> {
+    let token = match auth.ok().as_ref().and_then(|a| a.get("token")) {
+        None => return Ok(()),
+        Some(Value::String(t)) => t.clone(),
+        Some(_) => {
+            return Err(Refusal(error_object(
+                ErrorCode::Unauthorized,
+                "auth.token must be a string",
+            )));
+        }
+    };
+    match app.tokens.verify(&token) {
+        Ok(verified) if app.keys.is_revoked(&verified.api_key) => {
+            tracing::info!(key = %fingerprint(&verified.api_key), "handshake refused: key revoked");
+            Err(Refusal(bind_refusal(BindError::Revoked)))
+        }
+        Ok(verified) => {
+            s.extensions.insert(HandshakeToken(Arc::new(verified)));
+            Ok(())
+        }
+        Err(err) => {
+            tracing::info!(token = %fingerprint(&token), reason = %err, "handshake refused");
+            Err(Refusal(token_refusal(&err)))
+        }
+    }
+}
+
+async fn on_connect(s: SocketRef, State(app): State<Arc<App>>) {
+    app.metrics.connected_tabs.inc();
+    s.on(events::REGISTER, on_register);
+    s.on_disconnect(on_disconnect);
+    let Some(HandshakeToken(verified)) = s.extensions.remove::<HandshakeToken>() else {
+        return;
+    };
+    let proof = Proof::Token { exp: verified.exp };
+    if let Err(err) = bind(&app, &s, &verified.api_key, proof) {
+        // The middleware checked the key; it was revoked in between. Tell the tab and drop it.
+        tracing::info!(key = %fingerprint(&verified.api_key), reason = %err.message, "bind refused");
+        let _ = s.emit(
+            events::REVOKED,
+            &RevokedEvent {
+                reason: RevokeReason::Revoked,
+            },
+        );
+        let _ = s.disconnect();
+    }
+}
+
+async fn on_register(
+    s: SocketRef,
+    State(app): State<Arc<App>>,
+    Data(arg): Data<Value>,
+    ack: AckSender,
+) {
+    let outcome = match &arg {
+        Value::String(k) if is_api_key(k) => bind(&app, &s, k, Proof::BareKey),
+        Value::String(k) if k.starts_with(relay_wire::API_KEY_PREFIX) => Err(error_object(
+            ErrorCode::InvalidRequest,
+            "a key is va_ followed by 64 lowercase hex characters",
+        )),
+        Value::String(jwt) => match app.tokens.verify(jwt) {
+            Ok(v) => bind(&app, &s, &v.api_key, Proof::Token { exp: v.exp }),
+            Err(err) => {
+                tracing::info!(token = %fingerprint(jwt), reason = %err, "register refused");
+                Err(token_refusal(&err))
+            }
+        },
+        Value::Object(o) => match o.get("token").or_else(|| o.get("apiKey")) {
+            Some(Value::String(_)) => Err(error_object(
+                ErrorCode::InvalidRequest,
+                "pass the key or the token itself as the argument",
+            )),
+            _ => Err(error_object(
+                ErrorCode::InvalidRequest,
+                "expected a key or a token",
+            )),
+        },
+        _ => Err(error_object(
+            ErrorCode::InvalidRequest,
+            "expected a key or a token",
+        )),
+    };
+    let answer = match outcome {
+        Ok(()) => RegisterAck {
+            ok: true,
+            error: None,
+        },
+        Err(error) => RegisterAck {
+            ok: false,
+            error: Some(error),
+        },
+    };
+    let _ = ack.send(&answer);
+}
+
+/// Binds `key` to socket `s`, unbinding whatever key `s` held before and displacing whatever
+/// socket held `key`.
+fn bind(app: &App, s: &SocketRef, key: &str, proof: Proof) -> Result<(), ErrorObject> {
+    if let Some(BoundKey(previous)) = s.extensions.get::<BoundKey>()
+        && &*previous != key
+    {
+        app.keys.release(&previous, s.id);
+        s.leave(previous.to_string());
+    }
+    let displaced = app.keys.bind(key, proof, s).map_err(bind_refusal)?;
+    let key: Arc<str> = key.into();
+    s.join(key.to_string());
+    s.extensions.insert(BoundKey(key.clone()));
+    tracing::info!(key = %fingerprint(&key), sid = %s.id, via = ?proof_kind(proof), "tab bound");
+    if let Some(old) = displaced {
+        tracing::info!(key = %fingerprint(&key), old_sid = %old.binding.sid(), "older tab replaced");
+        dismiss(old);
+    }
+    Ok(())
+}
+
+fn proof_kind(proof: Proof) -> &'static str {
+    match proof {
+        Proof::Token { .. } => "token",
+        Proof::BareKey => "key",
+    }
+}
+
+/// Tells a socket it lost its key: `cancel` for each awaited call it held, then `revoked`, then
+/// a server-side disconnect (which socket.io-client does not retry on its own).
+pub fn dismiss(old: Displaced) {
+    for call_id in &old.pending {
+        calls::cancel(&old.binding, call_id);
+    }
+    let socket = old.binding.socket;
+    socket.extensions.remove::<BoundKey>();
+    let _ = socket.emit(events::REVOKED, &RevokedEvent { reason: old.reason });
+    let _ = socket.disconnect();
+}
+
+async fn on_disconnect(s: SocketRef, State(app): State<Arc<App>>) {
+    app.metrics.connected_tabs.dec();
+    if let Some(BoundKey(key)) = s.extensions.get::<BoundKey>() {
+        app.keys.release(&key, s.id);
+        tracing::info!(key = %fingerprint(&key), sid = %s.id, "tab left; key offline");
+    }
+}

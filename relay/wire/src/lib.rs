@@ -1,0 +1,451 @@
+//! Wire types of the relay: every body, event payload, header and error code that crosses the
+//! relay's boundary. The relay and its agent-side clients (the agent worker) both use these, so
+//! the contract is written once. Changing a type here changes the product's outside: treat it as
+//! an API.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// Prefix of every per-tab routing key.
+pub const API_KEY_PREFIX: &str = "va_";
+/// Number of lowercase hex characters after the prefix (32 random bytes).
+pub const API_KEY_HEX_LEN: usize = 64;
+/// Longest accepted tool name (the first character plus 63 more).
+pub const TOOL_NAME_MAX_LEN: usize = 64;
+/// Prefix of the Socket.IO event that carries a tool call to a tab.
+pub const TOOL_EVENT_PREFIX: &str = "voice-agent:";
+
+/// Socket.IO event names used between the relay and a tab.
+pub mod events {
+    /// Tab → relay: bind a key (bare `va_` key or the LiveKit JWT) to this socket.
+    pub const REGISTER: &str = "voice-agent:register";
+    /// Relay → tab: this socket no longer holds its key ([`super::RevokedEvent`]).
+    pub const REVOKED: &str = "voice-agent:revoked";
+    /// Relay → tab: an awaited call ended without an answer ([`super::CancelEvent`]).
+    pub const CANCEL: &str = "voice-agent:cancel";
+}
+
+/// HTTP header names of the agent API.
+pub mod headers {
+    /// Retry key: a repeat within the idempotency window gets the first outcome.
+    pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+}
+
+/// True when `key` has the exact shape of a relay key: `va_` + 64 lowercase hex characters.
+pub fn is_api_key(key: &str) -> bool {
+    key.len() == API_KEY_PREFIX.len() + API_KEY_HEX_LEN
+        && key.starts_with(API_KEY_PREFIX)
+        && key[API_KEY_PREFIX.len()..]
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// True when `name` matches `^[A-Za-z][A-Za-z0-9_-]{0,63}$`, which keeps every tool event clear
+/// of Socket.IO's reserved event names and of the relay's own `voice-agent:` events.
+pub fn is_tool_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= TOOL_NAME_MAX_LEN
+        && bytes[0].is_ascii_alphabetic()
+        && bytes[1..]
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
+        && !RESERVED_TOOL_NAMES.contains(&name)
+}
+
+/// Tool names that would collide with the relay's own `voice-agent:*` events.
+const RESERVED_TOOL_NAMES: &[&str] = &["register", "revoked", "cancel"];
+
+/// The closed list of error codes. Each has exactly one HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    InvalidRequest,
+    Unauthorized,
+    UnknownKey,
+    TabOffline,
+    PayloadTooLarge,
+    RateLimited,
+    ToolFailed,
+    NoHandler,
+    ShuttingDown,
+    Timeout,
+    /// Unexpected server fault; the cause is logged, never sent.
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code, in table order.
+    pub const ALL: [ErrorCode; 11] = [
+        ErrorCode::InvalidRequest,
+        ErrorCode::Unauthorized,
+        ErrorCode::UnknownKey,
+        ErrorCode::TabOffline,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::RateLimited,
+        ErrorCode::ToolFailed,
+        ErrorCode::NoHandler,
+        ErrorCode::ShuttingDown,
+        ErrorCode::Timeout,
+        ErrorCode::Internal,
+    ];
+
+    /// The HTTP status this code is always sent with.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::InvalidRequest => 400,
+            ErrorCode::Unauthorized => 401,
+            ErrorCode::UnknownKey => 404,
+            ErrorCode::TabOffline => 409,
+            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::RateLimited => 429,
+            ErrorCode::ToolFailed | ErrorCode::NoHandler => 502,
+            ErrorCode::ShuttingDown => 503,
+            ErrorCode::Timeout => 504,
+            ErrorCode::Internal => 500,
+        }
+    }
+
+    /// The code as it appears on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::UnknownKey => "unknown_key",
+            ErrorCode::TabOffline => "tab_offline",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::ToolFailed => "tool_failed",
+            ErrorCode::NoHandler => "no_handler",
+            ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::Timeout => "timeout",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `{"code","message"}`: the error object of every failure body and of a tab's error answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    pub code: String,
+    pub message: String,
+}
+
+/// `{"ok":false,"callId"?,"error":{…}}`: every failure of the HTTP API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    pub error: ErrorObject,
+}
+
+impl ErrorBody {
+    pub fn new(code: ErrorCode, message: impl Into<String>, call_id: Option<String>) -> Self {
+        ErrorBody {
+            ok: false,
+            call_id,
+            error: ErrorObject {
+                code: code.as_str().to_owned(),
+                message: message.into(),
+            },
+        }
+    }
+}
+
+/// `POST /token` body (all optional; `GET /token` takes the same as query parameters).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TokenRequest {
+    #[serde(default)]
+    pub participant_name: Option<String>,
+    #[serde(default)]
+    pub room_name: Option<String>,
+}
+
+/// `200` answer of the token service.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenResponse {
+    /// LiveKit JWT; its `metadata` claim is `{"apiKey":"va_…"}`.
+    pub token: String,
+    /// LiveKit server URL the tab joins.
+    pub url: String,
+    pub room_name: String,
+    pub identity: String,
+    pub api_key: String,
+    /// Token expiry, Unix seconds (the JWT's `exp`).
+    pub expires_at: u64,
+}
+
+/// The participant metadata embedded in every token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParticipantMetadata {
+    pub api_key: String,
+}
+
+/// `POST /api/voice-agent/tool-call` body. `params` is kept as raw JSON: the relay passes it to
+/// the tab as it came, without decoding and re-encoding it.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallRequest {
+    pub api_key: String,
+    pub tool_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Box<RawValue>>,
+    #[serde(default)]
+    pub await_result: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// `200` answer of a tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallResponse {
+    pub ok: bool,
+    pub call_id: String,
+    /// The tab's answer, present when the call was awaited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+}
+
+/// Second argument of every tool event: `(params, meta)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallMeta {
+    pub call_id: String,
+    pub expects_result: bool,
+    /// Milliseconds the tab has to answer, counted from when the event was sent; `null` for a
+    /// call that expects no answer. Relative, so a skewed browser clock does not matter.
+    pub deadline_ms: Option<u64>,
+}
+
+/// Lifecycle state of a key as the agent API reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyState {
+    /// Minted, never bound to a tab.
+    Issued,
+    /// Bound to a live tab.
+    Online,
+    /// Its tab went away; kept for a reconnect until the grace ends.
+    Offline,
+}
+
+/// `GET /api/voice-agent/keys/{apiKey}` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyStatus {
+    pub ok: bool,
+    pub state: KeyState,
+    /// Short SHA-256 fingerprint of the key, as it appears in logs.
+    pub fingerprint: String,
+    /// Unix milliseconds of the last state change.
+    pub since_ms: u64,
+    /// For an offline key: Unix milliseconds when it will be removed unless its tab comes back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_ends_ms: Option<u64>,
+}
+
+/// `DELETE /api/voice-agent/keys/{apiKey}` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RevokeResponse {
+    pub ok: bool,
+    /// True when a live tab was told and unbound.
+    pub tab_notified: bool,
+}
+
+/// Acknowledgement of `voice-agent:register`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterAck {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorObject>,
+}
+
+/// Why a socket lost its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RevokeReason {
+    /// A newer valid bind of the same key took over.
+    Replaced,
+    /// The agent side revoked the key.
+    Revoked,
+    /// The relay is shutting down.
+    ShuttingDown,
+}
+
+/// Payload of `voice-agent:revoked`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevokedEvent {
+    pub reason: RevokeReason,
+}
+
+/// Payload of `voice-agent:cancel`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelEvent {
+    pub call_id: String,
+}
+
+/// What a tab's acknowledgement means, decoded from any JSON value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TabAnswer {
+    /// `{"ok":true,"result":…}`, or any value that is not an envelope.
+    Result(serde_json::Value),
+    /// `{"ok":false,"error":{"code","message"}}`.
+    Error(ErrorObject),
+}
+
+impl TabAnswer {
+    /// Reads an acknowledgement value: an envelope when it is one, otherwise the value itself is
+    /// the result.
+    pub fn from_ack(value: serde_json::Value) -> TabAnswer {
+        let serde_json::Value::Object(mut map) = value else {
+            return TabAnswer::Result(value);
+        };
+        match map.get("ok") {
+            Some(serde_json::Value::Bool(true)) if is_envelope(&map, "result") => {
+                TabAnswer::Result(map.remove("result").unwrap_or(serde_json::Value::Null))
+            }
+            Some(serde_json::Value::Bool(false)) if is_envelope(&map, "error") => {
+                let error = map.remove("error").unwrap_or(serde_json::Value::Null);
+                TabAnswer::Error(error_object_from(error))
+            }
+            _ => TabAnswer::Result(serde_json::Value::Object(map)),
+        }
+    }
+}
+
+/// An envelope holds `ok` and at most the one payload field; anything else is a plain result
+/// that happens to contain an `ok` field.
+fn is_envelope(map: &serde_json::Map<String, serde_json::Value>, payload: &str) -> bool {
+    map.keys().all(|k| k == "ok" || k == payload)
+}
+
+fn error_object_from(error: serde_json::Value) -> ErrorObject {
+    let field = |name: &str| match error.get(name) {
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(other) if !other.is_null() => Some(other.to_string()),
+        _ => None,
+    };
+    let message = match (&error, field("message")) {
+        (_, Some(m)) => m,
+        (serde_json::Value::String(s), None) => s.clone(),
+        _ => "the tab reported an error".to_owned(),
+    };
+    ErrorObject {
+        code: field("code").unwrap_or_else(|| ErrorCode::ToolFailed.as_str().to_owned()),
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn api_key_shape() {
+        let good = format!("va_{}", "a1".repeat(32));
+        assert!(is_api_key(&good));
+        assert!(!is_api_key(&good.to_uppercase()));
+        assert!(!is_api_key(&good[..good.len() - 1]));
+        assert!(!is_api_key(&format!("vb_{}", "a1".repeat(32))));
+        assert!(!is_api_key(&format!("va_{}", "g1".repeat(32))));
+        assert!(!is_api_key(""));
+    }
+
+    #[test]
+    fn tool_names() {
+        for ok in [
+            "OpenPopover",
+            "draw_card",
+            "a",
+            "x-1",
+            &format!("a{}", "b".repeat(63)),
+        ] {
+            assert!(is_tool_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "1abc",
+            "_x",
+            "connect error",
+            "a:b",
+            "ü",
+            "register",
+            "cancel",
+            "revoked",
+            &format!("a{}", "b".repeat(64)),
+        ] {
+            assert!(!is_tool_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_code_has_one_status_and_round_trips() {
+        for code in ErrorCode::ALL {
+            let text = serde_json::to_string(&code).unwrap();
+            assert_eq!(text, format!("\"{}\"", code.as_str()));
+            assert_eq!(serde_json::from_str::<ErrorCode>(&text).unwrap(), code);
+            assert!((400..600).contains(&code.http_status()));
+        }
+    }
+
+    #[test]
+    fn tab_answers() {
+        assert_eq!(
+            TabAnswer::from_ack(json!({"ok": true, "result": {"cardId": "the-fool"}})),
+            TabAnswer::Result(json!({"cardId": "the-fool"}))
+        );
+        assert_eq!(
+            TabAnswer::from_ack(json!({"ok": true})),
+            TabAnswer::Result(json!(null))
+        );
+        assert_eq!(
+            TabAnswer::from_ack(
+                json!({"ok": false, "error": {"code": "no_handler", "message": "m"}})
+            ),
+            TabAnswer::Error(ErrorObject {
+                code: "no_handler".into(),
+                message: "m".into()
+            })
+        );
+        assert_eq!(
+            TabAnswer::from_ack(json!({"ok": false, "error": "boom"})),
+            TabAnswer::Error(ErrorObject {
+                code: "tool_failed".into(),
+                message: "boom".into()
+            })
+        );
+        // Not an envelope: the whole value is the result.
+        assert_eq!(TabAnswer::from_ack(json!(42)), TabAnswer::Result(json!(42)));
+        assert_eq!(
+            TabAnswer::from_ack(json!({"ok": true, "count": 3})),
+            TabAnswer::Result(json!({"ok": true, "count": 3}))
+        );
+        assert_eq!(
+            TabAnswer::from_ack(json!({"success": true, "cardId": "x"})),
+            TabAnswer::Result(json!({"success": true, "cardId": "x"}))
+        );
+    }
+
+    #[test]
+    fn tool_call_request_keeps_params_raw() {
+        let body = r#"{"apiKey":"k","toolName":"t","params":{"b":1,  "a":[1,2]}}"#;
+        let req: ToolCallRequest = serde_json::from_str(body).unwrap();
+        assert_eq!(req.params.unwrap().get(), r#"{"b":1,  "a":[1,2]}"#);
+        assert!(!req.await_result);
+    }
+}

@@ -1,0 +1,262 @@
+// Test harness for the relay's protocol tests: starts the real `relay` binary on port 0, talks
+// to it over real HTTP on loopback, and plays browser tabs with the official socket.io-client.
+// Every wait is bounded. Every key, token and secret a test sees is remembered, and when a relay
+// stops, its whole log is searched for them: none may appear.
+
+import { spawn } from 'node:child_process';
+import { createWriteStream, mkdirSync, readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import assert from 'node:assert/strict';
+import { io } from 'socket.io-client';
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const repoRoot = resolve(here, '../../..');
+const relayBin = process.env.RELAY_BIN ?? join(repoRoot, 'target/debug/relay');
+const logDir = process.env.TEST_LOG_DIR ?? join(repoRoot, 'test-logs');
+mkdirSync(logDir, { recursive: true });
+
+export const LIVEKIT_KEY = 'devkey';
+
+/** Rejects after `ms` with a message naming what was awaited. */
+export function within(ms, promise, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+let relayCount = 0;
+
+/** Starts a relay. `env` overrides its environment. */
+export async function startRelay(env = {}, { name = 'relay' } = {}) {
+  const agentSecret = env.RELAY_AGENT_SECRET?.split(',')[0] ?? `as-${randomBytes(24).toString('hex')}`;
+  const livekitSecret = env.LIVEKIT_API_SECRET ?? `lk-${randomBytes(24).toString('hex')}`;
+  const fullEnv = {
+    PATH: process.env.PATH,
+    RUST_LOG: process.env.RELAY_TEST_RUST_LOG ?? 'debug',
+    RELAY_ADDR: '127.0.0.1:0',
+    LIVEKIT_URL: 'ws://127.0.0.1:7880',
+    LIVEKIT_API_KEY: LIVEKIT_KEY,
+    LIVEKIT_API_SECRET: livekitSecret,
+    RELAY_AGENT_SECRET: agentSecret,
+    RELAY_WEB_DIR: join(repoRoot, 'web/dist'),
+    ...env,
+  };
+  const logPath = join(logDir, `${name}-${process.pid}-${++relayCount}.log`);
+  const log = createWriteStream(logPath);
+  const proc = spawn(relayBin, [], { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  proc.stdout.pipe(log, { end: false });
+  proc.stderr.pipe(log, { end: false });
+  const exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
+
+  const addr = await within(15000, new Promise((resolveAddr, reject) => {
+    let buffer = '';
+    const onData = (chunk) => {
+      buffer += chunk.toString();
+      const m = buffer.match(/relay listening on http:\/\/(\S+)/);
+      if (m) {
+        proc.stdout.off('data', onData);
+        resolveAddr(m[1].replace(/\u001b\[[0-9;]*m/g, ''));
+      }
+    };
+    proc.stdout.on('data', onData);
+    exited.then(({ code }) => reject(new Error(`relay exited with ${code} before listening; see ${logPath}`)));
+  }), 'the relay to listen');
+
+  const relay = new Relay({ addr, proc, exited, logPath, log, agentSecret, livekitSecret });
+  relay.remember(agentSecret, livekitSecret);
+  return relay;
+}
+
+export class Relay {
+  constructor({ addr, proc, exited, logPath, log, agentSecret, livekitSecret }) {
+    this.url = `http://${addr}`;
+    this.proc = proc;
+    this.exited = exited;
+    this.logPath = logPath;
+    this.log = log;
+    this.agentSecret = agentSecret;
+    this.livekitSecret = livekitSecret;
+    this.secrets = new Set();
+    this.tabs = [];
+  }
+
+  /** Values that must never appear whole in the relay's log. */
+  remember(...values) {
+    for (const v of values) if (typeof v === 'string' && v.length >= 8) this.secrets.add(v);
+  }
+
+  async fetch(path, init = {}) {
+    const res = await within(20000, fetch(this.url + path, init), `${init.method ?? 'GET'} ${path}`);
+    const text = await res.text();
+    let body;
+    try { body = JSON.parse(text); } catch { body = text; }
+    return { status: res.status, body, headers: res.headers };
+  }
+
+  /** Mints a token (POST /token). */
+  async token(body = {}) {
+    const res = await this.fetch('/token', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    this.remember(res.body.token, res.body.apiKey);
+    return res.body;
+  }
+
+  /** Posts a tool call as the agent. */
+  async call(body, { secret = this.agentSecret, headers = {}, raw } = {}) {
+    const h = { 'content-type': 'application/json', ...headers };
+    if (secret !== null) h.authorization = `Bearer ${secret}`;
+    return this.fetch('/api/voice-agent/tool-call', {
+      method: 'POST',
+      headers: h,
+      body: raw ?? JSON.stringify(body),
+    });
+  }
+
+  async keyState(apiKey, secret = this.agentSecret) {
+    return this.fetch(`/api/voice-agent/keys/${apiKey}`, { headers: { authorization: `Bearer ${secret}` } });
+  }
+
+  async revoke(apiKey, secret = this.agentSecret) {
+    return this.fetch(`/api/voice-agent/keys/${apiKey}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${secret}` },
+    });
+  }
+
+  /** Opens a tab: a socket.io-client socket, optionally with a handshake token. */
+  tab({ token, transports = ['websocket'], auth, autoConnect = true, reconnection = false } = {}) {
+    const socket = io(this.url, {
+      transports,
+      auth: auth ?? (token ? { token } : undefined),
+      forceNew: true,
+      reconnection,
+      reconnectionDelay: 100,
+      reconnectionDelayMax: 200,
+      autoConnect,
+      timeout: 5000,
+    });
+    const tab = new Tab(socket);
+    this.tabs.push(tab);
+    return tab;
+  }
+
+  /** A tab bound through the handshake token; resolves once connected. */
+  async boundTab(opts = {}) {
+    const minted = await this.token();
+    const tab = this.tab({ token: minted.token, ...opts });
+    await tab.connected();
+    await this.waitState(minted.apiKey, 'online');
+    return { tab, ...minted };
+  }
+
+  /** Polls the key's state until it is `state` (bounded). */
+  async waitState(apiKey, state, ms = 5000) {
+    const until = Date.now() + ms;
+    let last;
+    while (Date.now() < until) {
+      last = await this.keyState(apiKey);
+      if ((state === null && last.status === 404) || last.body?.state === state) return last;
+      await sleep(20);
+    }
+    throw new Error(`key never reached state ${state}; last: ${JSON.stringify(last?.body)}`);
+  }
+
+  /** Stops the relay (SIGTERM, then SIGKILL after a bound) and checks its log for secrets. */
+  async stop({ signal = 'SIGTERM' } = {}) {
+    for (const t of this.tabs) t.socket.close();
+    if (this.proc.exitCode === null && this.proc.signalCode === null) {
+      this.proc.kill(signal);
+      try {
+        await within(20000, this.exited, 'the relay to exit');
+      } catch {
+        this.proc.kill('SIGKILL');
+        await within(5000, this.exited, 'the relay to die');
+      }
+    }
+    await new Promise((r) => this.log.end(r));
+    this.assertLogClean();
+    return this.exited;
+  }
+
+  assertLogClean() {
+    const text = readFileSync(this.logPath, 'utf8');
+    assert.ok(text.length > 0, 'the relay wrote a log');
+    for (const s of this.secrets) {
+      assert.ok(!text.includes(s), `log ${this.logPath} contains a whole key/token/secret (${s.slice(0, 6)}…)`);
+      // The hex body of a key alone would be as bad as the key.
+      if (s.startsWith('va_')) assert.ok(!text.includes(s.slice(3)), `log contains a key's hex body`);
+    }
+  }
+
+  logText() {
+    return readFileSync(this.logPath, 'utf8');
+  }
+}
+
+/** One browser tab's socket, recording every event it receives. */
+export class Tab {
+  constructor(socket) {
+    this.socket = socket;
+    this.events = [];
+    this.waiters = [];
+    socket.onAny((event, ...args) => this.record(event, args));
+    // Reserved events do not reach onAny.
+    socket.on('disconnect', (reason) => this.record('disconnect', [reason]));
+    socket.on('connect', () => this.record('connect', []));
+  }
+
+  record(event, args) {
+    this.events.push({ event, args });
+    this.waiters = this.waiters.filter((w) => !w(event, args));
+  }
+
+  connected(ms = 5000) {
+    if (this.socket.connected) return Promise.resolve();
+    return within(ms, new Promise((resolveC, reject) => {
+      this.socket.once('connect', resolveC);
+      this.socket.once('connect_error', (err) => reject(Object.assign(new Error(`connect_error: ${err.message}`), { data: err.data })));
+    }), 'the socket to connect');
+  }
+
+  connectError(ms = 5000) {
+    return within(ms, new Promise((resolveE, reject) => {
+      this.socket.once('connect_error', resolveE);
+      this.socket.once('connect', () => reject(new Error('connected, but a connect_error was expected')));
+    }), 'a connect_error');
+  }
+
+  /** Resolves with the args of the next (or an already received) `event` matching `pred`. */
+  next(event, pred = () => true, ms = 5000) {
+    const seen = this.events.find((e) => e.event === event && pred(...e.args));
+    if (seen) return Promise.resolve(seen.args);
+    return within(ms, new Promise((resolveN) => {
+      this.waiters.push((ev, args) => {
+        if (ev === event && pred(...args)) { resolveN(args); return true; }
+        return false;
+      });
+    }), `event ${event}`);
+  }
+
+  received(event) {
+    return this.events.filter((e) => e.event === event);
+  }
+
+  register(arg, ms = 5000) {
+    return within(ms, this.socket.emitWithAck('voice-agent:register', arg), 'the register ack');
+  }
+
+  close() { this.socket.close(); }
+}
+
+/** A well-formed key that this relay never issued. */
+export const strangerKey = () => `va_${randomBytes(32).toString('hex')}`;
