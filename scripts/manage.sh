@@ -154,20 +154,32 @@ web_deps() {
 
 cmd_test() {
   need cargo "Install Rust (rustup) first."
+  need node "Install Node.js 20 or newer."
   cd "$ROOT"
+  local out; out="$(mktemp -d)"
   say "== cargo fmt --check"
   cargo fmt --all -- --check
-  say "== cargo clippy"
+  say "== cargo clippy -D warnings"
   cargo clippy --workspace --all-targets -- -D warnings
   say "== cargo test"
-  cargo test --workspace
-  say "== protocol tests (relay + official socket.io-client)"
+  cargo test --workspace 2>&1 | tee "$out/cargo.txt"
+  say "== protocol tests (the relay binary driven by the official socket.io-client)"
   cargo build --bin relay
   web_deps
   rm -rf "$ROOT/test-logs"
+  local rc=0
   (cd "$ROOT/web" && RELAY_BIN="$ROOT/target/debug/relay" TEST_LOG_DIR="$ROOT/test-logs" \
-    node --test --test-concurrency=2 --test-reporter=spec test/protocol/)
-  say "== logs written during the tests hold no whole key, token or secret (checked per relay)"
+    node --test --test-concurrency=2 --test-reporter=spec test/protocol/) 2>&1 | tee "$out/node.txt" || rc=$?
+  # One closing line for the whole run: Rust and Node counts together.
+  local cp cf np nf
+  cp=$(grep -oE '^test result: [a-zA-Z]+\. [0-9]+ passed' "$out/cargo.txt" | awk '{s+=$4} END {print s+0}')
+  cf=$(grep -oE '[0-9]+ failed' "$out/cargo.txt" | awk '{s+=$1} END {print s+0}')
+  np=$(grep -oE '^ℹ pass [0-9]+' "$out/node.txt" | awk '{print $3}' | tail -n1)
+  nf=$(grep -oE '^ℹ fail [0-9]+' "$out/node.txt" | awk '{print $3}' | tail -n1)
+  rm -rf "$out"
+  say ""
+  say "$((cp + ${np:-0})) passed, $((cf + ${nf:-1})) failed"
+  return "$rc"
 }
 
 cmd_bench() {
