@@ -15,8 +15,6 @@ use relay_wire::{
     ErrorCode, RevokeResponse, TokenRequest, ToolCallRequest, ToolCallResponse, headers,
     is_api_key, is_tool_name,
 };
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use crate::App;
 use crate::calls::{self, Call};
@@ -101,10 +99,10 @@ fn issue_token(app: &App, peer: SocketAddr, req: &TokenRequest) -> Response {
 
 // ---- agent API -------------------------------------------------------------------------------
 
-/// Checks `Authorization: Bearer <secret>` against every configured agent secret. Digests are
-/// compared in constant time, so neither content nor length leaks through timing.
-fn authorize(app: &App, headers: &HeaderMap) -> Result<(), ApiError> {
-    let presented = headers
+/// Checks `Authorization: Bearer <secret>` against the configured agent secrets; returns which
+/// agent it is.
+fn authorize(app: &App, headers: &HeaderMap) -> Result<usize, ApiError> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| {
@@ -112,17 +110,8 @@ fn authorize(app: &App, headers: &HeaderMap) -> Result<(), ApiError> {
                 .or_else(|| v.strip_prefix("bearer "))
         })
         .map(str::trim)
-        .ok_or_else(ApiError::unauthorized)?;
-    let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-    let mut matched = subtle::Choice::from(0u8);
-    for known in &app.agent_secret_digests {
-        matched |= known.ct_eq(&digest);
-    }
-    if bool::from(matched) {
-        Ok(())
-    } else {
-        Err(ApiError::unauthorized())
-    }
+        .and_then(|presented| app.agent_index(presented))
+        .ok_or_else(ApiError::unauthorized)
 }
 
 /// Most of an oversized body that is read and discarded before answering 413: closing a
@@ -212,7 +201,16 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
     if app.drain.is_draining() {
         return Err(ApiError::shutting_down());
     }
-    authorize(&app, request.headers())?;
+    let agent = authorize(&app, request.headers())?;
+    if !app.agent_may_call(agent) {
+        return Err(ApiError::new(
+            ErrorCode::RateLimited,
+            format!(
+                "this agent started more than {} tool calls in a second",
+                app.config.agent_rate_per_sec
+            ),
+        ));
+    }
     let idem_key = match request.headers().get(headers::IDEMPOTENCY_KEY) {
         None => None,
         Some(v) => match v.to_str() {

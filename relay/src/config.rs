@@ -105,6 +105,9 @@ pub struct Options {
     /// Tool calls one key may have in flight at once.
     #[arg(long, env = "RELAY_MAX_INFLIGHT_PER_KEY", default_value_t = 16)]
     pub max_inflight_per_key: usize,
+    /// Tool calls one agent (one agent secret) may start per second.
+    #[arg(long, env = "RELAY_AGENT_RATE_PER_SEC", default_value_t = 10_000)]
+    pub agent_rate_per_sec: u32,
     /// Tokens one client address may mint per minute.
     #[arg(long, env = "RELAY_TOKEN_RATE_PER_MIN", default_value_t = 60)]
     pub token_rate_per_min: u32,
@@ -148,6 +151,7 @@ pub struct Config {
     pub max_body_bytes: usize,
     pub max_inflight_per_key: usize,
     pub token_rate_per_min: u32,
+    pub agent_rate_per_sec: u32,
     pub drain: Duration,
     pub log_format: LogFormat,
 }
@@ -267,6 +271,7 @@ impl Config {
             max_body_bytes: o.max_body_bytes,
             max_inflight_per_key: o.max_inflight_per_key,
             token_rate_per_min: o.token_rate_per_min,
+            agent_rate_per_sec: o.agent_rate_per_sec,
             drain: Duration::from_millis(o.drain_ms),
             log_format: o.log_format,
         })

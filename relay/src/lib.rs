@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::http::{HeaderValue, Method, header};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 use sha2::{Digest, Sha256};
 use socketioxide::SocketIo;
 use tokio::net::TcpListener;
@@ -45,7 +45,8 @@ pub struct App {
     pub idempotency: Idempotency,
     pub drain: Drain,
     pub token_limiter: DefaultKeyedRateLimiter<IpAddr>,
-    agent_secret_digests: Vec<[u8; 32]>,
+    /// SHA-256 of each agent secret, and that agent's call-rate limiter (same order).
+    agents: Vec<([u8; 32], DefaultDirectRateLimiter)>,
 }
 
 impl App {
@@ -67,10 +68,14 @@ impl App {
         );
         let per_min = NonZeroU32::new(config.token_rate_per_min).unwrap_or(NonZeroU32::MIN);
         let token_limiter = RateLimiter::keyed(Quota::per_minute(per_min));
-        let agent_secret_digests = config
+        let agent_rate = NonZeroU32::new(config.agent_rate_per_sec).unwrap_or(NonZeroU32::MIN);
+        let agents = config
             .agent_secrets
             .iter()
-            .map(|s| Sha256::digest(s.expose().as_bytes()).into())
+            .map(|s| {
+                let digest: [u8; 32] = Sha256::digest(s.expose().as_bytes()).into();
+                (digest, RateLimiter::direct(Quota::per_second(agent_rate)))
+            })
             .collect();
         Arc::new(App {
             config,
@@ -80,8 +85,31 @@ impl App {
             idempotency: Idempotency::default(),
             drain: Drain::default(),
             token_limiter,
-            agent_secret_digests,
+            agents,
         })
+    }
+
+    /// Finds which agent secret `presented` is, comparing SHA-256 digests in constant time
+    /// against every configured secret (no early exit, so timing reveals neither content, length
+    /// nor which secret matched).
+    pub fn agent_index(&self, presented: &str) -> Option<usize> {
+        use subtle::{ConditionallySelectable, ConstantTimeEq};
+        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        let mut found = subtle::Choice::from(0u8);
+        let mut index = 0u32;
+        for (i, (known, _)) in self.agents.iter().enumerate() {
+            let eq = known.ct_eq(&digest);
+            index = u32::conditional_select(&index, &(i as u32), eq);
+            found |= eq;
+        }
+        bool::from(found).then_some(index as usize)
+    }
+
+    /// Takes one call from agent `index`'s rate budget; false when it is spent.
+    pub fn agent_may_call(&self, index: usize) -> bool {
+        self.agents
+            .get(index)
+            .is_some_and(|(_, limiter)| limiter.check().is_ok())
     }
 
     /// Whether a browser `Origin` may open a socket: listed in `RELAY_ALLOWED_ORIGINS` (or `*`),

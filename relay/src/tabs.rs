@@ -196,6 +196,12 @@ fn bind(app: &App, s: &SocketRef, key: &str, proof: Proof) -> Result<(), ErrorOb
     let key: Arc<str> = key.into();
     s.join(key.to_string());
     s.extensions.insert(BoundKey(key.clone()));
+    if !s.connected() {
+        // The socket closed while binding; its disconnect handler may have run before the key
+        // was recorded, so release here too (releasing twice is harmless).
+        app.keys.release(&key, s.id);
+        return Ok(());
+    }
     tracing::info!(key = %fingerprint(&key), sid = %s.id, via = ?proof_kind(proof), "tab bound");
     if let Some(old) = displaced {
         tracing::info!(key = %fingerprint(&key), old_sid = %old.binding.sid(), "older tab replaced");

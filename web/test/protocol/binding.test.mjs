@@ -184,3 +184,38 @@ test('sockets from a foreign browser origin are refused', async () => {
   await own.connected();
   own.close();
 });
+
+test('revoking a key with an awaited call in flight: the tab gets cancel, then revoked; the agent gets 404', async () => {
+  const { tab, apiKey } = await relay.boundTab();
+  tab.socket.on('voice-agent:draw_card', () => {});
+  const pending = relay.call({ apiKey, toolName: 'draw_card', awaitResult: true, timeoutMs: 5000 });
+  const [, meta] = await tab.next('voice-agent:draw_card');
+  assert.equal((await relay.revoke(apiKey)).status, 200);
+  await tab.next('voice-agent:revoked');
+  const order = tab.events.map((e) => e.event).filter((e) => e === 'voice-agent:cancel' || e === 'voice-agent:revoked');
+  assert.deepEqual(order, ['voice-agent:cancel', 'voice-agent:revoked']);
+  assert.deepEqual(tab.received('voice-agent:cancel')[0].args[0], { callId: meta.callId });
+  const r = await pending;
+  assert.equal(r.status, 404);
+  assert.equal(r.body.error.code, 'unknown_key');
+  assert.equal(r.body.callId, meta.callId);
+});
+
+test('replacing a tab with an awaited call in flight: the old tab gets cancel, the new tab answers', async () => {
+  const t = await relay.token();
+  const old = relay.tab({ token: t.token });
+  old.socket.on('voice-agent:draw_card', () => {});
+  await old.connected();
+  await relay.waitState(t.apiKey, 'online');
+  const pending = relay.call({ apiKey: t.apiKey, toolName: 'draw_card', awaitResult: true, timeoutMs: 5000 });
+  const [, meta] = await old.next('voice-agent:draw_card');
+  const fresh = relay.tab({ token: t.token });
+  fresh.socket.on('voice-agent:draw_card', (p, m, ack) => ack({ ok: true, result: { by: 'new tab', callId: m.callId } }));
+  await fresh.connected();
+  const r = await pending;
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.deepEqual(r.body.result, { by: 'new tab', callId: meta.callId });
+  assert.deepEqual((await old.next('voice-agent:cancel'))[0], { callId: meta.callId });
+  assert.deepEqual((await old.next('voice-agent:revoked'))[0], { reason: 'replaced' });
+  fresh.close();
+});

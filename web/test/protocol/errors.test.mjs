@@ -148,3 +148,28 @@ test('nothing from a bad request reached any tab, and the relay never answered 5
   const metrics = await relay.fetch('/metrics');
   assert.doesNotMatch(metrics.body, /relay_tool_calls_total\{outcome="internal"\} [1-9]/);
 });
+
+test('429 rate_limited per agent: each agent secret has its own call budget', async () => {
+  const a = `agent-a-secret-${'c'.repeat(16)}`;
+  const b = `agent-b-secret-${'d'.repeat(16)}`;
+  const limited = await startRelay({ RELAY_AGENT_SECRET: `${a},${b}`, RELAY_AGENT_RATE_PER_SEC: '5' }, { name: 'relay-agent-rate' });
+  try {
+    limited.remember(a, b);
+    const { tab, apiKey } = await limited.boundTab();
+    const statuses = [];
+    for (let i = 0; i < 8; i++) {
+      const r = await limited.call({ apiKey, toolName: 'OpenPopover', params: { i } }, { secret: a });
+      statuses.push(r.status);
+      if (r.status === 429) assertError(r, 429, 'rate_limited', 'agent a');
+    }
+    assert.ok(statuses.filter((s) => s === 429).length >= 2, JSON.stringify(statuses));
+    assert.equal((await limited.call({ apiKey, toolName: 'OpenPopover', params: { i: 'b' } }, { secret: b })).status, 200);
+    await sleep(100);
+    // Only the accepted calls reached the tab.
+    const delivered = tab.received('voice-agent:OpenPopover').length;
+    assert.equal(delivered, statuses.filter((s) => s === 200).length + 1);
+    tab.close();
+  } finally {
+    await limited.stop();
+  }
+});

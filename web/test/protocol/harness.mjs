@@ -58,10 +58,10 @@ export async function startRelay(env = {}, { name = 'relay' } = {}) {
     let buffer = '';
     const onData = (chunk) => {
       buffer += chunk.toString();
-      const m = buffer.match(/relay listening on http:\/\/(\S+)/);
+      const m = buffer.match(/relay listening on http:\/\/(\d+\.\d+\.\d+\.\d+:\d+)/);
       if (m) {
         proc.stdout.off('data', onData);
-        resolveAddr(m[1].replace(/\u001b\[[0-9;]*m/g, ''));
+        resolveAddr(m[1]);
       }
     };
     proc.stdout.on('data', onData);

@@ -1,7 +1,87 @@
 // Operations: health, readiness, metrics, and the SIGTERM drain.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startRelay, sleep, within } from './harness.mjs';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { startRelay, sleep, within, repoRoot } from './harness.mjs';
+
+const relayBin = process.env.RELAY_BIN ?? join(repoRoot, 'target/debug/relay');
+
+function runRelay(env, args = []) {
+  return within(10000, new Promise((resolveR) => {
+    const p = spawn(relayBin, args, { env: { PATH: process.env.PATH, ...env } });
+    let out = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.stderr.on('data', (d) => { out += d; });
+    p.on('exit', (code) => resolveR({ code, out }));
+  }), 'relay to exit');
+}
+
+test('a missing or weak secret is a clear start-up error (exit 64), never an insecure default', async () => {
+  const none = await runRelay({ RELAY_ADDR: '127.0.0.1:0' });
+  assert.equal(none.code, 64);
+  assert.match(none.out, /LIVEKIT_API_KEY is required/);
+  assert.match(none.out, /LIVEKIT_API_SECRET is required/);
+  assert.match(none.out, /RELAY_AGENT_SECRET is required/);
+  const weak = await runRelay({ LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_AGENT_SECRET: 'short1' });
+  assert.equal(weak.code, 64);
+  assert.match(weak.out, /shorter than 16/);
+  assert.doesNotMatch(weak.out, /short1/);
+  const ok = await runRelay({ LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_AGENT_SECRET: 'long-enough-secret-123' }, ['check-config']);
+  assert.equal(ok.code, 0);
+  const cluster = await runRelay({ LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_AGENT_SECRET: 'long-enough-secret-123', RELAY_REDIS_URL: 'redis://127.0.0.1:6379' }, ['check-config']);
+  assert.equal(cluster.code, 64);
+  assert.match(cluster.out, /RELAY_REDIS_URL/);
+});
+
+test('JSON logs when asked, with fingerprints only', async () => {
+  const relay = await startRelay({ RELAY_LOG_FORMAT: 'json', RUST_LOG: 'info' }, { name: 'relay-json' });
+  try {
+    const { tab, apiKey } = await relay.boundTab();
+    await relay.call({ apiKey, toolName: 'OpenPopover' });
+    await tab.next('voice-agent:OpenPopover');
+    tab.close();
+  } finally {
+    await relay.stop();
+  }
+  const lines = relay.logText().trim().split('\n');
+  const parsed = lines.map((l) => JSON.parse(l));
+  const call = parsed.find((l) => l.message === 'tool call');
+  assert.ok(call, 'a tool call line');
+  assert.match(call.key, /^[0-9a-f]{8}$/);
+  assert.equal(call.tool, 'OpenPopover');
+  assert.equal(call.status, 200);
+  assert.ok(parsed.some((l) => l.message === 'tab bound'));
+});
+
+test('CORS follows RELAY_ALLOWED_ORIGINS', async () => {
+  const relay = await startRelay({ RELAY_ALLOWED_ORIGINS: 'https://app.example, http://localhost:5173' }, { name: 'relay-cors' });
+  try {
+    const preflight = (origin) => relay.fetch('/api/voice-agent/tool-call', {
+      method: 'OPTIONS',
+      headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type,idempotency-key' },
+    });
+    const allowed = await preflight('https://app.example');
+    assert.equal(allowed.headers.get('access-control-allow-origin'), 'https://app.example');
+    assert.match(allowed.headers.get('access-control-allow-headers'), /idempotency-key/);
+    const other = await preflight('https://evil.example');
+    assert.equal(other.headers.get('access-control-allow-origin'), null);
+    // Sockets follow the same list.
+    const t = await relay.token();
+    const evil = relay.tab({ token: t.token, autoConnect: false });
+    evil.socket.io.opts.extraHeaders = { origin: 'https://evil.example' };
+    evil.socket.connect();
+    assert.equal((await evil.connectError()).data.code, 'unauthorized');
+    evil.close();
+    const good = relay.tab({ token: t.token, autoConnect: false });
+    good.socket.io.opts.extraHeaders = { origin: 'http://localhost:5173' };
+    good.socket.connect();
+    await good.connected();
+    good.close();
+  } finally {
+    await relay.stop();
+  }
+});
 
 test('healthz, readyz and Prometheus metrics', async () => {
   const relay = await startRelay();
