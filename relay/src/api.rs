@@ -450,6 +450,10 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
+    // Counted at scrape time from the sockets themselves, so the gauge cannot drift.
+    if let Some(io) = app.io.get() {
+        app.metrics.connected_tabs.set(io.sockets().len() as i64);
+    }
     (
         [(
             header::CONTENT_TYPE,

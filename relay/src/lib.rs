@@ -45,6 +45,8 @@ pub struct App {
     pub idempotency: Idempotency,
     pub drain: Drain,
     pub token_limiter: DefaultKeyedRateLimiter<IpAddr>,
+    /// The Socket.IO handle, set once by [`build`] (read for metrics at scrape time).
+    pub io: std::sync::OnceLock<SocketIo>,
     /// SHA-256 of each agent secret, and that agent's call-rate limiter (same order).
     agents: Vec<([u8; 32], DefaultDirectRateLimiter)>,
 }
@@ -85,6 +87,7 @@ impl App {
             idempotency: Idempotency::default(),
             drain: Drain::default(),
             token_limiter,
+            io: std::sync::OnceLock::new(),
             agents,
         })
     }
@@ -165,6 +168,7 @@ pub fn build(app: Arc<App>) -> (Router, SocketIo) {
         .ping_timeout(Duration::from_secs(10))
         .build_layer();
     tabs::attach(&io);
+    let _ = app.io.set(io.clone());
 
     let mut router = api::routes();
     let web_dir = &app.config.web_dir;

@@ -23,7 +23,7 @@ struct KindLabels {
 
 pub struct Metrics {
     registry: Registry,
-    /// Sockets connected to the default namespace (bound or not).
+    /// Sockets connected to the default namespace (bound or not); set when scraped.
     pub connected_tabs: Gauge,
     /// Keys currently bound to a live tab.
     pub bound_keys: Gauge,

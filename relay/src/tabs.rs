@@ -84,12 +84,24 @@ async fn check_origin(s: SocketRef, State(app): State<Arc<App>>) -> Result<(), R
 
 /// Verifies a handshake token. No `auth.token` at all lets the socket connect unbound (it may
 /// register later); a token that is present but empty, malformed, forged or expired is refused.
+///
+/// This is the last middleware, and the event handlers are attached here rather than in
+/// `on_connect`: socketioxide sends CONNECT to the client before it spawns the connect handler,
+/// so a client that emits `voice-agent:register` at once would otherwise race the handler's
+/// registration and lose its event.
 async fn authenticate(
     s: SocketRef,
     State(app): State<Arc<App>>,
     TryData(auth): TryData<Value>,
 ) -> Result<(), Refusal> {
-    let token = match auth.ok().as_ref().and_then(|a| a.get("token")) {
+    check_token(&s, &app, auth.ok())?;
+    s.on(events::REGISTER, on_register);
+    s.on_disconnect(on_disconnect);
+    Ok(())
+}
+
+fn check_token(s: &SocketRef, app: &App, auth: Option<Value>) -> Result<(), Refusal> {
+    let token = match auth.as_ref().and_then(|a| a.get("token")) {
         None => return Ok(()),
         Some(Value::String(t)) => t.clone(),
         Some(_) => {
@@ -116,9 +128,6 @@ async fn authenticate(
 }
 
 async fn on_connect(s: SocketRef, State(app): State<Arc<App>>) {
-    app.metrics.connected_tabs.inc();
-    s.on(events::REGISTER, on_register);
-    s.on_disconnect(on_disconnect);
     let Some(HandshakeToken(verified)) = s.extensions.remove::<HandshakeToken>() else {
         return;
     };
@@ -230,7 +239,6 @@ pub fn dismiss(old: Displaced) {
 }
 
 async fn on_disconnect(s: SocketRef, State(app): State<Arc<App>>) {
-    app.metrics.connected_tabs.dec();
     if let Some(BoundKey(key)) = s.extensions.get::<BoundKey>() {
         app.keys.release(&key, s.id);
         tracing::info!(key = %fingerprint(&key), sid = %s.id, "tab left; key offline");

@@ -219,3 +219,13 @@ test('replacing a tab with an awaited call in flight: the old tab gets cancel, t
   assert.deepEqual((await old.next('voice-agent:revoked'))[0], { reason: 'replaced' });
   fresh.close();
 });
+
+test('a register emitted at once (buffered before connect, the seed frontend\'s way) is never lost', async () => {
+  for (let i = 0; i < 25; i++) {
+    const t = await relay.token();
+    const tab = relay.tab({ transports: i % 2 ? ['polling'] : ['websocket'] });
+    const ack = await tab.register(t.apiKey, 3000);
+    assert.deepEqual(ack, { ok: true }, `attempt ${i}`);
+    tab.close();
+  }
+});
