@@ -7,6 +7,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RUN_DIR="$ROOT/.run"
 ENV_FILE="$ROOT/.env"
 RELAY_BIN="$ROOT/target/release/relay"
+WORKER_BIN="$ROOT/target/release/agent-worker"
+PROCS=(relay worker)
 
 say() { printf '%s\n' "$*"; }
 die() { printf 'manage.sh: %s\n' "$*" >&2; exit 1; }
@@ -38,6 +40,9 @@ LIVEKIT_URL=ws://127.0.0.1:7880
 LIVEKIT_API_KEY=devkey
 LIVEKIT_API_SECRET=$(random_hex 32)
 RELAY_AGENT_SECRET=$(random_hex 32)
+RELAY_URL=http://127.0.0.1:3001
+WORKER_ADDR=127.0.0.1:3002
+VAPI_SECRET=$(random_hex 32)
 RUST_LOG=info
 EOF
   chmod 600 "$ENV_FILE"
@@ -45,53 +50,66 @@ EOF
 }
 
 relay_addr() { load_env; printf '%s' "${RELAY_ADDR:-127.0.0.1:3001}"; }
+worker_addr() { load_env; printf '%s' "${WORKER_ADDR:-127.0.0.1:3002}"; }
+addr_of() { if [[ "$1" == relay ]]; then relay_addr; else worker_addr; fi; }
+health_path() { if [[ "$1" == relay ]]; then echo /readyz; else echo /healthz; fi; }
 
 pid_alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 build_release() {
   need cargo "Install Rust (rustup) first."
-  if [[ ! -x "$RELAY_BIN" || -n "$(find "$ROOT/relay" "$ROOT/Cargo.toml" -newer "$RELAY_BIN" -type f -print -quit 2>/dev/null)" ]]; then
+  if [[ ! -x "$RELAY_BIN" || ! -x "$WORKER_BIN" || -n "$(find "$ROOT/relay" "$ROOT/agent-worker" "$ROOT/Cargo.toml" "$ROOT/Cargo.lock" -newer "$RELAY_BIN" -type f -print -quit 2>/dev/null)" ]]; then
     say "building release binaries…"
-    (cd "$ROOT" && cargo build --release --bin relay)
+    (cd "$ROOT" && cargo build --release --bins)
+    touch "$RELAY_BIN"
   fi
 }
 
 wait_ready() {
   local url="$1" tries=100
   while (( tries-- > 0 )); do
-    if curl -fsS "$url/readyz" >/dev/null 2>&1; then return 0; fi
+    if curl -fsS "$url" >/dev/null 2>&1; then return 0; fi
     sleep 0.1
   done
   return 1
 }
 
+port_busy() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
+
+# Starts one process in the background with its pid and log file, and waits for its health.
+start_proc() {
+  local name="$1"; shift
+  local addr; addr="$(addr_of "$name")"
+  if pid_alive "$RUN_DIR/$name.pid"; then
+    say "$name already running (pid $(cat "$RUN_DIR/$name.pid")) on http://$addr"
+    return 0
+  fi
+  port_busy "$addr" && die "port ${addr##*:} ($name) is in use by another program; stop it or change its address in $ENV_FILE"
+  nohup "$@" >>"$RUN_DIR/$name.log" 2>&1 &
+  echo $! >"$RUN_DIR/$name.pid"
+  if ! wait_ready "http://$addr$(health_path "$name")"; then
+    tail -n 20 "$RUN_DIR/$name.log" >&2 || true
+    die "$name did not become ready; see $RUN_DIR/$name.log"
+  fi
+  say "$name running (pid $(cat "$RUN_DIR/$name.pid")) on http://$addr"
+}
+
 cmd_start() {
   mkdir -p "$RUN_DIR"
   ensure_env
-  local addr; addr="$(relay_addr)"
-  if pid_alive "$RUN_DIR/relay.pid"; then
-    say "relay already running (pid $(cat "$RUN_DIR/relay.pid")) on http://$addr"
-    return 0
-  fi
   need curl "Install curl (apt-get install -y curl)."
-  if (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null; then
-    die "port ${addr##*:} is in use by another program; stop it or set RELAY_ADDR in $ENV_FILE"
-  fi
   build_release
   load_env
-  "$RELAY_BIN" check-config >/dev/null || die "configuration in $ENV_FILE is not valid"
-  nohup "$RELAY_BIN" >>"$RUN_DIR/relay.log" 2>&1 &
-  echo $! >"$RUN_DIR/relay.pid"
-  if ! wait_ready "http://$addr"; then
-    tail -n 20 "$RUN_DIR/relay.log" >&2 || true
-    die "relay did not become ready; see $RUN_DIR/relay.log"
-  fi
-  say "relay running (pid $(cat "$RUN_DIR/relay.pid")) on http://$addr"
-  say "demo page:   http://$addr/"
-  say "a token:     curl -s -X POST http://$addr/token"
-  say "a tool call: curl -s -H \"Authorization: Bearer \$RELAY_AGENT_SECRET\" -H 'content-type: application/json' \\"
-  say "               -d '{\"apiKey\":\"va_…\",\"toolName\":\"OpenPopover\",\"params\":{\"message\":\"Hello\"}}' http://$addr/api/voice-agent/tool-call"
-  say "(the agent secret is in $ENV_FILE)"
+  "$RELAY_BIN" check-config >/dev/null || die "relay configuration in $ENV_FILE is not valid"
+  "$WORKER_BIN" check-config >/dev/null || die "worker configuration in $ENV_FILE is not valid"
+  start_proc relay "$RELAY_BIN"
+  start_proc worker "$WORKER_BIN" serve
+  local addr; addr="$(relay_addr)"
+  say ""
+  say "demo page:  http://$addr/  (press Ctrl+K or the headset button to start a session)"
+  say "pop the popover in that tab (its key is shown on the page):"
+  say "  set -a; . $ENV_FILE; set +a; $WORKER_BIN call <va_key> OpenPopover '{\"message\":\"Hello\"}'"
+  say "walk it through every tool: $WORKER_BIN demo <va_key>"
 }
 
 stop_pid() {
@@ -116,18 +134,22 @@ stop_pid() {
   say "$name stopped"
 }
 
-cmd_stop() { stop_pid relay; }
+cmd_stop() { stop_pid worker; stop_pid relay; }
 
 cmd_status() {
-  local addr; addr="$(relay_addr)"
-  if pid_alive "$RUN_DIR/relay.pid"; then
-    local ready="not ready"
-    curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && ready="ready"
-    say "relay: running, pid $(cat "$RUN_DIR/relay.pid"), http://$addr, $ready"
-  else
-    say "relay: stopped"
-    return 3
-  fi
+  local rc=0 name
+  for name in "${PROCS[@]}"; do
+    local addr; addr="$(addr_of "$name")"
+    if pid_alive "$RUN_DIR/$name.pid"; then
+      local health="not ready"
+      curl -fsS "http://$addr$(health_path "$name")" >/dev/null 2>&1 && health="ready"
+      say "$name: running, pid $(cat "$RUN_DIR/$name.pid"), http://$addr, $health"
+    else
+      say "$name: stopped"
+      rc=3
+    fi
+  done
+  return "$rc"
 }
 
 cmd_logs() {
@@ -141,6 +163,7 @@ cmd_check() {
   load_env
   build_release
   "$RELAY_BIN" check-config
+  "$WORKER_BIN" check-config
 }
 
 # Installs the web side's npm packages when they are missing or stale.
@@ -163,12 +186,12 @@ cmd_test() {
   cargo clippy --workspace --all-targets -- -D warnings
   say "== cargo test"
   cargo test --workspace 2>&1 | tee "$out/cargo.txt"
-  say "== protocol tests (the relay binary driven by the official socket.io-client)"
-  cargo build --bin relay
+  say "== protocol tests (relay and agent-worker binaries, tabs played by the official socket.io-client)"
+  cargo build --bins
   web_deps
   rm -rf "$ROOT/test-logs"
   local rc=0
-  (cd "$ROOT/web" && RELAY_BIN="$ROOT/target/debug/relay" TEST_LOG_DIR="$ROOT/test-logs" \
+  (cd "$ROOT/web" && RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" TEST_LOG_DIR="$ROOT/test-logs" \
     node --test --test-concurrency=2 --test-reporter=spec test/protocol/) 2>&1 | tee "$out/node.txt" || rc=$?
   # One closing line for the whole run: Rust and Node counts together.
   local cp cf np nf
@@ -193,7 +216,7 @@ usage: scripts/manage.sh <command>
   stop             stop what start started (SIGTERM, bounded wait, then kill)
   restart          stop, then start
   status           show what runs, its pid, address and readiness
-  logs [relay]     follow a log
+  logs [relay|worker]  follow a log
   test             run every test (format, lints, Rust tests, protocol tests)
   bench            run the benchmark
   check            validate the configuration without starting anything

@@ -5,35 +5,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use sha2::{Digest, Sha256};
 
-/// A secret string (agent secret, LiveKit API secret). Never printed whole.
-#[derive(Clone)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-
-    /// The secret itself, for the few places that must use it (signing, comparing).
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Secret({})", fingerprint(&self.0))
-    }
-}
-
-/// Short, stable, one-way name for a key, token or secret: the first 8 hex characters of its
-/// SHA-256. This is the only form in which such values may reach a log line.
-pub fn fingerprint(value: &str) -> String {
-    let digest = Sha256::digest(value.as_bytes());
-    hex::encode(&digest[..4])
-}
+pub use relay_wire::{Secret, fingerprint};
 
 /// Command-line and environment options of the `relay` binary.
 #[derive(Clone, Parser)]

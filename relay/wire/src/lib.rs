@@ -6,6 +6,37 @@
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+/// Short, stable, one-way name for a key, token or secret: the first 8 hex characters of its
+/// SHA-256. This is the only form in which such values may reach a log line (and the form
+/// `KeyStatus::fingerprint` reports).
+pub fn fingerprint(value: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(value.as_bytes());
+    hex::encode(&digest[..4])
+}
+
+/// A secret string (agent secret, LiveKit API secret, Vapi secret). Its `Debug` shows only the
+/// fingerprint, so a secret inside a logged struct cannot leak.
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret itself, for the few places that must use it (signing, comparing, sending).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret({})", fingerprint(&self.0))
+    }
+}
+
 /// Prefix of every per-tab routing key.
 pub const API_KEY_PREFIX: &str = "va_";
 /// Number of lowercase hex characters after the prefix (32 random bytes).

@@ -89,6 +89,13 @@ export class Relay {
   /** Values that must never appear whole in the relay's log. */
   remember(...values) {
     for (const v of values) if (typeof v === 'string' && v.length >= 8) this.secrets.add(v);
+    for (const w of this.watchers ?? []) w.remember(...values);
+  }
+
+  /** Another process whose log must not hold what this one sees either. */
+  share(other) {
+    this.watchers = [...(this.watchers ?? []), other];
+    other.remember(...this.secrets);
   }
 
   async fetch(path, init = {}) {
@@ -256,6 +263,63 @@ export class Tab {
   }
 
   close() { this.socket.close(); }
+}
+
+const workerBin = process.env.WORKER_BIN ?? join(repoRoot, 'target/debug/agent-worker');
+
+/** Runs `agent-worker <args>` against `relay`; resolves with its exit code and output. */
+export function runWorker(relay, args, env = {}, ms = 20000) {
+  return within(ms, new Promise((resolveW) => {
+    const p = spawn(workerBin, args, {
+      env: { PATH: process.env.PATH, RELAY_URL: relay.url, RELAY_AGENT_SECRET: relay.agentSecret, RUST_LOG: 'debug', ...env },
+    });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => { stdout += d; });
+    p.stderr.on('data', (d) => { stderr += d; });
+    p.on('exit', (code) => {
+      let json;
+      try { json = JSON.parse(stdout.trim().split('\n').pop()); } catch { json = undefined; }
+      resolveW({ code, stdout, stderr, json });
+    });
+  }), `agent-worker ${args[0]}`);
+}
+
+/** Starts `agent-worker serve` next to `relay`. */
+export async function startWorker(relay, env = {}) {
+  const logPath = join(logDir, `worker-${process.pid}-${++relayCount}.log`);
+  const log = createWriteStream(logPath);
+  const livekitSecret = env.LIVEKIT_API_SECRET ?? relay.livekitSecret;
+  const proc = spawn(workerBin, ['serve'], {
+    env: {
+      PATH: process.env.PATH,
+      RUST_LOG: 'debug',
+      WORKER_ADDR: '127.0.0.1:0',
+      RELAY_URL: relay.url,
+      RELAY_AGENT_SECRET: relay.agentSecret,
+      LIVEKIT_API_KEY: LIVEKIT_KEY,
+      LIVEKIT_API_SECRET: livekitSecret,
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  proc.stdout.pipe(log, { end: false });
+  proc.stderr.pipe(log, { end: false });
+  const exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
+  const addr = await within(15000, new Promise((resolveAddr, reject) => {
+    let buffer = '';
+    const onData = (chunk) => {
+      buffer += chunk.toString();
+      const m = buffer.match(/agent-worker listening on http:\/\/(\d+\.\d+\.\d+\.\d+:\d+)/);
+      if (m) { proc.stderr.off('data', onData); resolveAddr(m[1]); }
+    };
+    proc.stderr.on('data', onData);
+    exited.then(({ code }) => reject(new Error(`agent-worker exited with ${code}; see ${logPath}`)));
+  }), 'the worker to listen');
+  const worker = new Relay({ addr, proc, exited, logPath, log, agentSecret: relay.agentSecret, livekitSecret });
+  worker.remember(relay.agentSecret, livekitSecret, env.VAPI_SECRET);
+  for (const s of relay.secrets) worker.remember(s);
+  return worker;
 }
 
 /** A well-formed key that this relay never issued. */

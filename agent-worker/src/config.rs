@@ -1,0 +1,240 @@
+//! Worker configuration: the command line, with every option mirrored by its environment
+//! variable. Validated before anything starts; secrets are wrapped in [`Secret`].
+
+use std::net::SocketAddr;
+
+use clap::{Args, Parser, Subcommand};
+use relay_wire::Secret;
+
+/// Exit status for a configuration error (EX_USAGE).
+pub const EXIT_CONFIG: u8 = 64;
+
+#[derive(Parser)]
+#[command(
+    name = "agent-worker",
+    version,
+    about = "The agent side's gateway to the voice-agent relay"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub relay: RelayArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How to reach the relay. Not `Debug`: it holds the raw secret.
+#[derive(Args, Clone)]
+pub struct RelayArgs {
+    /// The relay's base URL.
+    #[arg(
+        long,
+        env = "RELAY_URL",
+        default_value = "http://127.0.0.1:3001",
+        global = true
+    )]
+    pub relay_url: String,
+    /// The agent secret (the first one when a comma-separated list is given).
+    #[arg(
+        long,
+        env = "RELAY_AGENT_SECRET",
+        hide_env_values = true,
+        global = true
+    )]
+    pub agent_secret: Option<String>,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Send one tool call and print the outcome as JSON (exit status 1 on failure).
+    Call {
+        /// The tab's key (va_…).
+        api_key: String,
+        /// The tool's name.
+        tool_name: String,
+        /// Parameters as JSON (an object for the shipped tools).
+        params: Option<String>,
+        /// Wait for the tab's answer.
+        #[arg(long = "await")]
+        await_result: bool,
+        /// The relay's timeout for this call, in milliseconds.
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+    },
+    /// Serve LiveKit and Vapi webhooks.
+    Serve(ServeArgs),
+    /// Walk a live tab through every shipped tool (a scripted demo, not an AI).
+    Demo {
+        /// The tab's key (va_…).
+        api_key: String,
+    },
+    /// Validate the configuration for `serve` and exit (status 64 with the reason on failure).
+    CheckConfig(ServeArgs),
+}
+
+/// Settings of `serve`. Not `Debug`: it holds raw secrets.
+#[derive(Args, Clone)]
+pub struct ServeArgs {
+    /// Address the webhooks listen on (port 0 for any free port).
+    #[arg(long, env = "WORKER_ADDR", default_value = "127.0.0.1:3002")]
+    pub addr: SocketAddr,
+    /// LiveKit API key (webhooks are signed with it).
+    #[arg(long, env = "LIVEKIT_API_KEY")]
+    pub livekit_api_key: Option<String>,
+    /// LiveKit API secret.
+    #[arg(long, env = "LIVEKIT_API_SECRET", hide_env_values = true)]
+    pub livekit_api_secret: Option<String>,
+    /// Shared secret Vapi sends in `X-Vapi-Secret`; unset disables the Vapi webhook.
+    #[arg(long, env = "VAPI_SECRET", hide_env_values = true)]
+    pub vapi_secret: Option<String>,
+    /// Log format: `text` or `json`.
+    #[arg(long, env = "WORKER_LOG_FORMAT", default_value = "text")]
+    pub log_format: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("configuration error: {0}")]
+pub struct ConfigError(pub String);
+
+/// Shortest secret accepted, as for the relay.
+const MIN_SECRET_LEN: usize = 16;
+
+fn present(v: &Option<String>) -> Option<String> {
+    v.as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+/// The agent secret, or the reason it is missing.
+pub fn agent_secret(relay: &RelayArgs) -> Result<Secret, ConfigError> {
+    let raw = present(&relay.agent_secret)
+        .ok_or_else(|| ConfigError("RELAY_AGENT_SECRET is required".into()))?;
+    let first = raw
+        .split(',')
+        .map(str::trim)
+        .find(|s| !s.is_empty())
+        .unwrap_or_default();
+    if first.len() < MIN_SECRET_LEN {
+        return Err(ConfigError(format!(
+            "RELAY_AGENT_SECRET is shorter than {MIN_SECRET_LEN} characters"
+        )));
+    }
+    if !(relay.relay_url.starts_with("http://") || relay.relay_url.starts_with("https://")) {
+        return Err(ConfigError(
+            "RELAY_URL must start with http:// or https://".into(),
+        ));
+    }
+    Ok(Secret::new(first))
+}
+
+/// Validated settings of `serve`.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub addr: SocketAddr,
+    pub livekit_api_key: String,
+    pub livekit_api_secret: Secret,
+    pub vapi_secret: Option<Secret>,
+    pub agent_secret: Secret,
+    pub json_logs: bool,
+}
+
+impl ServeConfig {
+    pub fn from_args(relay: &RelayArgs, serve: &ServeArgs) -> Result<Self, ConfigError> {
+        let mut problems = Vec::new();
+        let agent = agent_secret(relay).map_err(|e| problems.push(e.0)).ok();
+        let key = present(&serve.livekit_api_key);
+        if key.is_none() {
+            problems.push("LIVEKIT_API_KEY is required to verify LiveKit webhooks".into());
+        }
+        let secret = present(&serve.livekit_api_secret);
+        if secret.is_none() {
+            problems.push("LIVEKIT_API_SECRET is required to verify LiveKit webhooks".into());
+        }
+        let vapi = present(&serve.vapi_secret);
+        if vapi.as_ref().is_some_and(|v| v.len() < MIN_SECRET_LEN) {
+            problems.push(format!(
+                "VAPI_SECRET is shorter than {MIN_SECRET_LEN} characters"
+            ));
+        }
+        let json_logs = match serve.log_format.as_str() {
+            "json" => true,
+            "text" => false,
+            other => {
+                problems.push(format!(
+                    "WORKER_LOG_FORMAT must be text or json, not {other:?}"
+                ));
+                false
+            }
+        };
+        match (agent, key, secret) {
+            (Some(agent_secret), Some(livekit_api_key), Some(secret)) if problems.is_empty() => {
+                Ok(ServeConfig {
+                    addr: serve.addr,
+                    livekit_api_key,
+                    livekit_api_secret: Secret::new(secret),
+                    vapi_secret: vapi.map(Secret::new),
+                    agent_secret,
+                    json_logs,
+                })
+            }
+            _ => Err(ConfigError(problems.join("; "))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Cli {
+        let mut all = vec!["agent-worker"];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all).unwrap()
+    }
+
+    #[test]
+    fn serve_needs_its_secrets() {
+        let cli = parse(&["check-config"]);
+        let Command::CheckConfig(serve) = &cli.command else {
+            panic!()
+        };
+        let err = ServeConfig::from_args(&cli.relay, serve)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("RELAY_AGENT_SECRET is required"), "{err}");
+        assert!(err.contains("LIVEKIT_API_KEY"), "{err}");
+        let cli = parse(&[
+            "--agent-secret",
+            "0123456789abcdef0",
+            "check-config",
+            "--livekit-api-key",
+            "devkey",
+            "--livekit-api-secret",
+            "secret",
+            "--vapi-secret",
+            "short",
+        ]);
+        let Command::CheckConfig(serve) = &cli.command else {
+            panic!()
+        };
+        let err = ServeConfig::from_args(&cli.relay, serve)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("VAPI_SECRET is shorter"), "{err}");
+        assert!(!err.contains("short\""), "{err}");
+    }
+
+    #[test]
+    fn first_of_several_agent_secrets_is_used() {
+        let cli = parse(&[
+            "--agent-secret",
+            " aaaaaaaaaaaaaaaaaaaa , bbbbbbbbbbbbbbbbbbbb",
+            "demo",
+            "k",
+        ]);
+        assert_eq!(
+            agent_secret(&cli.relay).unwrap().expose(),
+            "aaaaaaaaaaaaaaaaaaaa"
+        );
+    }
+}

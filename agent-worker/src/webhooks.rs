@@ -1,0 +1,368 @@
+//! `agent-worker serve`: LiveKit webhooks (verified with livekit-api: the raw JWT in
+//! `Authorization`, its `sha256` claim covering the body) open and close sessions and revoke keys
+//! at the relay; Vapi's server-URL `tool-calls` messages run tools through the relay and answer
+//! `{"results":[…]}` with single-line strings.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use livekit_api::access_token::TokenVerifier;
+use livekit_api::webhooks::WebhookReceiver;
+use relay_wire::{ErrorCode, ParticipantMetadata, Secret, fingerprint, is_api_key};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::Worker;
+use crate::client::{ToolError, single_line};
+
+/// Largest webhook body accepted.
+const MAX_WEBHOOK_BYTES: usize = 1 << 20;
+
+pub struct ServeState {
+    pub worker: Worker,
+    receiver: WebhookReceiver,
+    vapi_secret: Option<[u8; 32]>,
+    agent_secret: [u8; 32],
+}
+
+fn digest(s: &str) -> [u8; 32] {
+    Sha256::digest(s.as_bytes()).into()
+}
+
+/// Constant-time check of a presented secret against a known digest.
+fn matches(known: &[u8; 32], presented: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    bool::from(known.ct_eq(&digest(presented)))
+}
+
+impl ServeState {
+    pub fn new(
+        worker: Worker,
+        livekit_key: &str,
+        livekit_secret: &Secret,
+        vapi_secret: Option<&Secret>,
+        agent_secret: &Secret,
+    ) -> Self {
+        ServeState {
+            worker,
+            receiver: WebhookReceiver::new(TokenVerifier::with_api_key(
+                livekit_key,
+                livekit_secret.expose(),
+            )),
+            vapi_secret: vapi_secret.map(|s| digest(s.expose())),
+            agent_secret: digest(agent_secret.expose()),
+        }
+    }
+}
+
+pub fn router(state: Arc<ServeState>) -> Router {
+    Router::new()
+        .route("/livekit/webhook", post(livekit_webhook))
+        .route("/vapi/webhook", post(vapi_webhook))
+        .route("/sessions", get(sessions))
+        .route(
+            "/healthz",
+            get(|| async { axum::Json(json!({"ok": true})) }),
+        )
+        .layer(DefaultBodyLimit::max(MAX_WEBHOOK_BYTES))
+        .with_state(state)
+}
+
+fn error(status: StatusCode, code: &str, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({"ok": false, "error": {"code": code, "message": message}})),
+    )
+        .into_response()
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+}
+
+// ---- LiveKit ----------------------------------------------------------------------------------
+
+/// The relay key in a participant's metadata, if it holds one.
+fn key_of(participant: Option<&livekit_protocol::ParticipantInfo>) -> Option<String> {
+    let metadata = &participant?.metadata;
+    let parsed: ParticipantMetadata = serde_json::from_str(metadata).ok()?;
+    is_api_key(&parsed.api_key).then_some(parsed.api_key)
+}
+
+async fn livekit_webhook(
+    State(state): State<Arc<ServeState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    // LiveKit sends the raw JWT; a `Bearer ` prefix (some proxies add one) is tolerated.
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).trim())
+        .unwrap_or_default();
+    let Ok(body) = std::str::from_utf8(&body) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "body is not UTF-8",
+        );
+    };
+    let event = match state.receiver.receive(body, auth) {
+        Ok(event) => event,
+        Err(err) => {
+            tracing::warn!(reason = %err, "LiveKit webhook refused");
+            return error(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "the webhook's signature does not verify",
+            );
+        }
+    };
+    let room = event
+        .room
+        .as_ref()
+        .map(|r| r.name.clone())
+        .unwrap_or_default();
+    let participant = event.participant.as_ref();
+    let sessions = &state.worker.sessions;
+    match event.event.as_str() {
+        "participant_joined" => {
+            if let Some(key) = key_of(participant) {
+                let identity = participant.map(|p| p.identity.as_str()).unwrap_or_default();
+                sessions.open(&key, &room, identity, "livekit", true);
+            }
+        }
+        "participant_left" | "participant_connection_aborted" => {
+            if let Some(key) = key_of(participant) {
+                sessions.close(&key, &event.event);
+                revoke(&state, &key).await;
+            }
+        }
+        "room_finished" => {
+            for key in sessions.close_room(&room, "room_finished") {
+                revoke(&state, &key).await;
+            }
+        }
+        _ => {}
+    }
+    axum::Json(json!({"ok": true})).into_response()
+}
+
+/// Revokes a key whose participant left: the tab is told and the key can do nothing more.
+async fn revoke(state: &ServeState, key: &str) {
+    match state.worker.client.revoke(key).await {
+        Ok(r) => {
+            tracing::info!(key = %fingerprint(key), tab_notified = r.tab_notified, "key revoked at the relay")
+        }
+        Err(e) if e.is(ErrorCode::UnknownKey) => {
+            tracing::debug!(key = %fingerprint(key), "key already gone at the relay")
+        }
+        Err(e) => tracing::warn!(key = %fingerprint(key), cause = %e, "could not revoke the key"),
+    }
+}
+
+// ---- Vapi -------------------------------------------------------------------------------------
+
+/// One tool call of a Vapi `tool-calls` message, whatever shape it came in.
+#[derive(Debug, PartialEq)]
+pub struct VapiCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: Result<Value, String>,
+}
+
+/// Reads the calls of a `tool-calls` message: `toolCallList` or `toolCalls`; each with its name
+/// and `arguments` or `parameters` at the top or under `function`; arguments as an object or
+/// as a JSON string.
+pub fn vapi_calls(message: &Value) -> Vec<VapiCall> {
+    let list = message
+        .get("toolCallList")
+        .or_else(|| message.get("toolCalls"))
+        .and_then(Value::as_array);
+    let Some(list) = list else { return Vec::new() };
+    list.iter()
+        .map(|call| {
+            let function = call.get("function").unwrap_or(call);
+            let field = |name: &str| function.get(name).or_else(|| call.get(name));
+            let name = field("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let arguments = match field("arguments").or_else(|| field("parameters")) {
+                None | Some(Value::Null) => Ok(json!({})),
+                Some(Value::String(s)) if s.trim().is_empty() => Ok(json!({})),
+                Some(Value::String(s)) => {
+                    serde_json::from_str(s).map_err(|_| "arguments are not valid JSON".to_owned())
+                }
+                Some(v) => Ok(v.clone()),
+            };
+            VapiCall {
+                id: call
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                name,
+                arguments,
+            }
+        })
+        .collect()
+}
+
+async fn vapi_webhook(
+    State(state): State<Arc<ServeState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(known) = &state.vapi_secret else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_configured",
+            "the Vapi webhook is off: VAPI_SECRET is not set",
+        );
+    };
+    let presented = headers
+        .get("x-vapi-secret")
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| bearer(&headers));
+    if !presented.is_some_and(|p| matches(known, p)) {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or wrong Vapi secret",
+        );
+    }
+    let Ok(envelope) = serde_json::from_slice::<Value>(&body) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "body is not JSON",
+        );
+    };
+    let Some(message) = envelope.get("message") else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "body has no message",
+        );
+    };
+    let key = message
+        .pointer("/call/metadata/apiKey")
+        .and_then(Value::as_str)
+        .filter(|k| is_api_key(k))
+        .map(str::to_owned);
+    let call_id = message
+        .pointer("/call/id")
+        .and_then(Value::as_str)
+        .unwrap_or("vapi");
+    let sessions = &state.worker.sessions;
+
+    match message.get("type").and_then(Value::as_str) {
+        Some("tool-calls") => {}
+        Some("end-of-call-report") => {
+            if let Some(key) = &key {
+                sessions.close(key, "end-of-call-report");
+            }
+            return axum::Json(json!({})).into_response();
+        }
+        _ => return axum::Json(json!({})).into_response(),
+    }
+
+    if let Some(key) = &key {
+        sessions.open(key, call_id, "vapi", "vapi", false);
+    }
+    let mut results = Vec::new();
+    // In order, one after another: UI tools are often sequential (a loading line, then a
+    // cassette), and the answer lists results in the calls' order.
+    for call in vapi_calls(message) {
+        let outcome = match (&key, call.arguments) {
+            (None, _) => Err(ToolError::new(
+                "unknown_key",
+                "the call carries no relay key in call.metadata.apiKey",
+            )),
+            (_, Err(e)) => Err(ToolError::new("invalid_arguments", e)),
+            (Some(key), Ok(args)) => state.worker.run_tool(key, &call.name, &args).await,
+        };
+        results.push(match outcome {
+            Ok(value) => json!({"toolCallId": call.id, "result": single_line(&value.to_string())}),
+            Err(err) => json!({"toolCallId": call.id, "error": err.to_line()}),
+        });
+    }
+    axum::Json(json!({ "results": results })).into_response()
+}
+
+// ---- sessions ---------------------------------------------------------------------------------
+
+async fn sessions(State(state): State<Arc<ServeState>>, headers: HeaderMap) -> Response {
+    if !bearer(&headers).is_some_and(|p| matches(&state.agent_secret, p)) {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or wrong agent secret",
+        );
+    }
+    axum::Json(json!({"sessions": state.worker.sessions.snapshot()})).into_response()
+}
+
+/// Runs the webhook server on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<ServeState>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Bound on finishing in-flight webhooks at shutdown.
+pub const SHUTDOWN_BOUND: Duration = Duration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vapi_shapes() {
+        let both = json!({
+            "toolCallList": [
+                {"id": "a", "type": "function", "function": {"name": "OpenPopover", "arguments": {"message": "hi"}}},
+                {"id": "b", "function": {"name": "show_card", "arguments": "{\"cardId\":\"the-fool\",\"reversed\":false}"}},
+                {"id": "c", "name": "draw_card", "parameters": {"positionLabel": "Past", "promptRole": "r"}},
+                {"id": "d", "function": {"name": "x", "arguments": "{broken"}},
+                {"id": "e", "function": {"name": "loading_status"}}
+            ]
+        });
+        let calls = vapi_calls(&both);
+        assert_eq!(calls.len(), 5);
+        assert_eq!(calls[0].arguments, Ok(json!({"message": "hi"})));
+        assert_eq!(
+            calls[1].arguments,
+            Ok(json!({"cardId": "the-fool", "reversed": false}))
+        );
+        assert_eq!(calls[2].name, "draw_card");
+        assert_eq!(
+            calls[2].arguments.as_ref().unwrap()["positionLabel"],
+            "Past"
+        );
+        assert!(calls[3].arguments.is_err());
+        assert_eq!(calls[4].arguments, Ok(json!({})));
+        let legacy =
+            json!({"toolCalls": [{"id": "z", "function": {"name": "t", "arguments": {}}}]});
+        assert_eq!(vapi_calls(&legacy)[0].id, "z");
+        assert!(vapi_calls(&json!({})).is_empty());
+    }
+}
