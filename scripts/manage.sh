@@ -99,7 +99,9 @@ cmd_start() {
   ensure_env
   need curl "Install curl (apt-get install -y curl)."
   build_release
+  build_web
   load_env
+  export RELAY_WEB_DIR="$ROOT/web/dist"
   "$RELAY_BIN" check-config >/dev/null || die "relay configuration in $ENV_FILE is not valid"
   "$WORKER_BIN" check-config >/dev/null || die "worker configuration in $ENV_FILE is not valid"
   start_proc relay "$RELAY_BIN"
@@ -166,6 +168,14 @@ cmd_check() {
   "$WORKER_BIN" check-config
 }
 
+build_web() {
+  web_deps
+  if [[ ! -f "$ROOT/web/dist/index.html" || -n "$(find "$ROOT/web/src" "$ROOT/web/index.html" "$ROOT/web/styles.css" "$ROOT/web/build.mjs" -newer "$ROOT/web/dist/index.html" -type f -print -quit 2>/dev/null)" ]]; then
+    say "building the web bundle…"
+    (cd "$ROOT/web" && node build.mjs)
+  fi
+}
+
 # Installs the web side's npm packages when they are missing or stale.
 web_deps() {
   need node "Install Node.js 20 or newer."
@@ -178,6 +188,8 @@ web_deps() {
 cmd_test() {
   need cargo "Install Rust (rustup) first."
   need node "Install Node.js 20 or newer."
+  local chromium="${CHROMIUM_PATH:-/usr/bin/chromium}"
+  [[ -x "$chromium" ]] || die "Chromium is needed for the browser tests: apt-get install -y chromium (or set CHROMIUM_PATH)"
   cd "$ROOT"
   local out; out="$(mktemp -d)"
   say "== cargo fmt --check"
@@ -186,13 +198,17 @@ cmd_test() {
   cargo clippy --workspace --all-targets -- -D warnings
   say "== cargo test"
   cargo test --workspace 2>&1 | tee "$out/cargo.txt"
-  say "== protocol tests (relay and agent-worker binaries, tabs played by the official socket.io-client)"
+  say "== web: type check and build"
+  build_web
+  (cd "$ROOT/web" && npx --no-install tsc --noEmit -p . && node build.mjs)
   cargo build --bins
-  web_deps
   rm -rf "$ROOT/test-logs"
   local rc=0
-  (cd "$ROOT/web" && RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" TEST_LOG_DIR="$ROOT/test-logs" \
-    node --test --test-concurrency=2 --test-reporter=spec test/protocol/) 2>&1 | tee "$out/node.txt" || rc=$?
+  say "== protocol tests (relay and agent-worker binaries, tabs played by the official socket.io-client)"
+  say "== browser tests (the demo page in Chromium; screenshots in test-logs/screenshots)"
+  (cd "$ROOT/web" && RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" \
+    TEST_LOG_DIR="$ROOT/test-logs" CHROMIUM_PATH="$chromium" \
+    node --test --test-concurrency=2 --test-reporter=spec test/protocol/ test/browser/) 2>&1 | tee "$out/node.txt" || rc=$?
   # One closing line for the whole run: Rust and Node counts together.
   local cp cf np nf
   cp=$(grep -oE '^test result: [a-zA-Z]+\. [0-9]+ passed' "$out/cargo.txt" | awk '{s+=$4} END {print s+0}')
@@ -217,7 +233,7 @@ usage: scripts/manage.sh <command>
   restart          stop, then start
   status           show what runs, its pid, address and readiness
   logs [relay|worker]  follow a log
-  test             run every test (format, lints, Rust tests, protocol tests)
+  test             run every test (format, lints, Rust tests, protocol and browser tests)
   bench            run the benchmark
   check            validate the configuration without starting anything
 EOF

@@ -1,0 +1,178 @@
+// End-to-end: the demo page in Debian's Chromium (playwright-core) against the real relay.
+// One journey, step by step, with a screenshot of each state in test-logs/screenshots/.
+// LIVEKIT_URL points at a port where nothing listens: LiveKit's media server cannot run here, so
+// the page must say voice is unavailable while every tool keeps working.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startRelay, within, sleep } from '../protocol/harness.mjs';
+import { launch, shot } from './browser.mjs';
+
+let relay;
+let context;
+let page;
+let apiKey;
+const pageErrors = [];
+
+before(async () => {
+  relay = await startRelay({ LIVEKIT_URL: 'ws://127.0.0.1:9' }, { name: 'relay-browser' });
+  context = await launch();
+  page = await context.newPage();
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.goto(relay.url, { waitUntil: 'load', timeout: 15000 });
+});
+after(async () => {
+  await context?.close();
+  await relay?.stop();
+});
+
+const slug = (name) => name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+const call = (toolName, params, extra = {}) => relay.call({ apiKey, toolName, params, ...extra });
+const announced = () => page.textContent('#announcer');
+
+test('the page starts a session with Ctrl+K: bound to the relay, voice reported unavailable', async () => {
+  assert.equal(await page.getAttribute('#headset', 'aria-pressed'), 'false');
+  await shot(page, '00-page-loaded');
+  await page.keyboard.press('Control+k');
+  await page.waitForSelector('#connection[data-state="bound"]', { timeout: 10000 });
+  assert.equal(await page.getAttribute('#headset', 'aria-pressed'), 'true');
+  apiKey = (await page.textContent('#dev-key')).trim();
+  assert.match(apiKey, /^va_[0-9a-f]{64}$/);
+  relay.remember(apiKey);
+  assert.equal((await relay.keyState(apiKey)).body.state, 'online');
+  await page.waitForSelector('#voice[data-state="unavailable"]', { timeout: 15000 });
+  assert.match(await page.textContent('#voice'), /Voice unavailable/);
+  await shot(page, '01-session-started');
+});
+
+test('OpenPopover shows the green popover with the message as text, then hides it', async () => {
+  const message = 'Hello <img src=x onerror="window.__pwned=1"> <b>there</b>';
+  const r = await call('OpenPopover', { message });
+  assert.equal(r.status, 200);
+  await page.waitForSelector('#popover:not([hidden])', { timeout: 3000 });
+  assert.equal(await page.textContent('#popover'), message);
+  assert.equal(await page.$$eval('#popover *', (els) => els.length), 0, 'no HTML was injected');
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.match(await page.getAttribute('#popover', 'class'), /bounce/);
+  await shot(page, '02-popover');
+  await page.waitForSelector('#popover[hidden]', { state: 'attached', timeout: 7000 });
+});
+
+test('loading_status and the cassette: inserted, opened in a modal, replaced', async () => {
+  await call('loading_status', { text: 'Digging through memory files…' });
+  await page.waitForSelector('#loading:not([hidden])');
+  assert.equal(await page.textContent('#loading'), 'Digging through memory files…');
+  await shot(page, '03-loading-status');
+
+  await call('present_to_cassette', { title: 'Wi-Fi', content: 'network: attic\npassword: <b>hunter2</b>' });
+  await page.waitForSelector('#cassette:not([hidden])');
+  assert.equal(await page.textContent('#cassette-label'), 'Wi-Fi');
+  assert.equal(await page.getAttribute('#cassette', 'aria-label'), 'Open cassette: Wi-Fi');
+  await page.waitForFunction(() => document.getElementById('announcer').textContent.includes('Cassette inserted: Wi-Fi'));
+  await shot(page, '04-cassette');
+  // Keyboard: focus the cassette and press Enter.
+  await page.focus('#cassette');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#cassette-modal[open]');
+  assert.equal(await page.textContent('#cassette-title'), 'Wi-Fi');
+  assert.equal(await page.textContent('#cassette-content'), 'network: attic\npassword: <b>hunter2</b>');
+  assert.equal(await page.$$eval('#cassette-content *', (els) => els.length), 0);
+  await shot(page, '05-cassette-modal');
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('#cassette-modal:not([open])', { state: 'attached' });
+
+  await call('present_to_cassette', { title: 'Order', content: 'A-1234-5678' });
+  await page.waitForFunction(() => document.getElementById('cassette-label').textContent === 'Order');
+  await page.click('#cassette');
+  assert.equal(await page.textContent('#cassette-content'), 'A-1234-5678');
+  await page.keyboard.press('Escape');
+});
+
+let firstCard;
+
+test('draw_card waits for the user: a click on a card returns it to the agent', async () => {
+  const pending = call('draw_card', { positionLabel: 'Past', promptRole: 'What led here' }, { awaitResult: true, timeoutMs: 20000 });
+  await page.waitForSelector('#picker[open]', { timeout: 5000 });
+  assert.equal(await page.textContent('#picker-title'), 'Draw a card for Past');
+  assert.equal(await page.textContent('#picker-role'), 'What led here');
+  assert.equal(await page.$$eval('#picker-deck button', (b) => b.length), 78);
+  await page.waitForFunction(() => document.getElementById('announcer').textContent.startsWith('Drawing card for Past position'));
+  await shot(page, '06-card-picker');
+  await page.click('#picker-deck button:nth-child(7)');
+  await page.waitForSelector('#picker-reveal:not([hidden])');
+  await shot(page, '07-card-revealed');
+  const r = await within(10000, pending, 'the draw_card answer');
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  const card = r.body.result;
+  assert.deepEqual(Object.keys(card).sort(), ['cardId', 'cardName', 'reversed']);
+  assert.equal(card.cardId, slug(card.cardName));
+  assert.equal(typeof card.reversed, 'boolean');
+  await page.waitForSelector('#picker:not([open])', { state: 'attached' });
+  assert.match(await page.textContent('#spread-list'), new RegExp(`Past: ${card.cardName}`));
+  firstCard = card;
+});
+
+test('draw_card by keyboard only; drawn cards leave the deck', async () => {
+  const pending = call('draw_card', { positionLabel: 'Present', promptRole: 'Where things stand' }, { awaitResult: true, timeoutMs: 20000 });
+  await page.waitForSelector('#picker[open]');
+  assert.equal(await page.$$eval('#picker-deck button', (b) => b.length), 77);
+  await page.keyboard.press('ArrowRight');
+  await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('Enter');
+  const r = await within(10000, pending, 'the keyboard draw');
+  assert.equal(r.status, 200);
+  assert.notEqual(r.body.result.cardId, firstCard.cardId);
+  assert.match(await page.textContent('#spread-list'), /Present: /);
+});
+
+test('show_card displays the card and answers {success, cardId, reversed}; an unknown card is an error', async () => {
+  const r = await call('show_card', { cardId: firstCard.cardId, reversed: true }, { awaitResult: true });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.deepEqual(r.body.result, { success: true, cardId: firstCard.cardId, reversed: true });
+  assert.equal(await page.textContent('#display-caption'), `${firstCard.cardName} — reversed`);
+  assert.equal(await page.getAttribute('#display-card .card-face', 'aria-label'), `${firstCard.cardName}, reversed`);
+  assert.match(await announced(), new RegExp(`Showing ${firstCard.cardName}, reversed`));
+  await shot(page, '08-show-card');
+  const bad = await call('show_card', { cardId: 'the-spoon', reversed: false }, { awaitResult: true });
+  assert.equal(bad.status, 502);
+  assert.equal(bad.body.error.code, 'tool_failed');
+  assert.match(bad.body.error.message, /no card with id the-spoon/);
+  const none = await call('make_coffee', {}, { awaitResult: true });
+  assert.equal(none.status, 502);
+  assert.equal(none.body.error.code, 'no_handler');
+});
+
+test('a draw that times out is cancelled: the picker closes', async () => {
+  const r = call('draw_card', { positionLabel: 'Future', promptRole: 'Where this is heading' }, { awaitResult: true, timeoutMs: 1500 });
+  await page.waitForSelector('#picker[open]');
+  const res = await r;
+  assert.equal(res.status, 504);
+  await page.waitForSelector('#picker:not([open])', { state: 'attached', timeout: 3000 });
+  await page.waitForFunction(() => document.getElementById('announcer').textContent.includes('cancelled'));
+  await shot(page, '09-draw-cancelled');
+  assert.doesNotMatch(await page.textContent('#spread-list'), /Future/);
+});
+
+test('the tab survives a relay restart by re-binding its key', async () => {
+  const addr = relay.url.replace('http://', '');
+  const secrets = { LIVEKIT_API_SECRET: relay.livekitSecret, RELAY_AGENT_SECRET: relay.agentSecret };
+  await relay.stop();
+  await page.waitForSelector('#connection:not([data-state="bound"])', { timeout: 10000 });
+  await shot(page, '10-relay-down');
+  relay = await startRelay({ ...secrets, RELAY_ADDR: addr, LIVEKIT_URL: 'ws://127.0.0.1:9' }, { name: 'relay-browser-restarted' });
+  relay.remember(apiKey);
+  await page.waitForSelector('#connection[data-state="bound"]', { timeout: 15000 });
+  await relay.waitState(apiKey, 'online', 5000);
+  const r = await call('OpenPopover', { message: 'Back after the restart' });
+  assert.equal(r.status, 200);
+  await page.waitForFunction(() => document.getElementById('popover').textContent === 'Back after the restart');
+  await shot(page, '11-after-restart');
+});
+
+test('the headset button ends the session; the key goes offline', async () => {
+  await page.click('#headset');
+  await page.waitForSelector('#connection[data-state="stopped"]');
+  assert.equal(await page.getAttribute('#headset', 'aria-pressed'), 'false');
+  await relay.waitState(apiKey, 'offline', 5000);
+  await shot(page, '12-session-ended');
+  assert.deepEqual(pageErrors, []);
+});
