@@ -6,8 +6,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RUN_DIR="$ROOT/.run"
 ENV_FILE="$ROOT/.env"
-RELAY_BIN="$ROOT/target/release/relay"
-WORKER_BIN="$ROOT/target/release/agent-worker"
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+RELAY_BIN="$TARGET/release/relay"
+WORKER_BIN="$TARGET/release/agent-worker"
 PROCS=(relay worker)
 
 say() { printf '%s\n' "$*"; }
@@ -17,8 +18,23 @@ need() {
   command -v "$1" >/dev/null 2>&1 || die "$1 is not installed. $2"
 }
 
+# Refuses an .env that is not plain KEY=VALUE lines (exit 64, as the binaries' config checks).
+check_env_syntax() {
+  [[ -f "$ENV_FILE" ]] || return 0
+  local n=0 line
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    n=$((n + 1))
+    [[ -z "${line//[[:space:]]/}" || "$line" =~ ^[[:space:]]*# ]] && continue
+    if ! [[ "$line" =~ ^[A-Za-z_][A-Za-z0-9_]*=[^\`\$\(\)\;]*$ ]]; then
+      printf 'manage.sh: %s line %d is not KEY=VALUE (no $, backquotes, parentheses or ;)\n' "$ENV_FILE" "$n" >&2
+      exit 64
+    fi
+  done <"$ENV_FILE"
+}
+
 # Loads .env into the environment of the commands that follow.
 load_env() {
+  check_env_syntax
   if [[ -f "$ENV_FILE" ]]; then
     set -a
     # shellcheck disable=SC1090
@@ -35,13 +51,13 @@ ensure_env() {
   umask 077
   cat >"$ENV_FILE" <<EOF
 # Created by scripts/manage.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ). Keep it private (mode 600).
-RELAY_ADDR=127.0.0.1:3001
+RELAY_ADDR=${RELAY_ADDR:-127.0.0.1:3001}
 LIVEKIT_URL=ws://127.0.0.1:7880
 LIVEKIT_API_KEY=devkey
 LIVEKIT_API_SECRET=$(random_hex 32)
 RELAY_AGENT_SECRET=$(random_hex 32)
-RELAY_URL=http://127.0.0.1:3001
-WORKER_ADDR=127.0.0.1:3002
+RELAY_URL=http://${RELAY_ADDR:-127.0.0.1:3001}
+WORKER_ADDR=${WORKER_ADDR:-127.0.0.1:3002}
 VAPI_SECRET=$(random_hex 32)
 RUST_LOG=info
 EOF
@@ -161,11 +177,13 @@ cmd_logs() {
 }
 
 cmd_check() {
-  ensure_env
+  [[ -f "$ENV_FILE" ]] || die "no $ENV_FILE yet: scripts/manage.sh start creates one"
   load_env
   build_release
-  "$RELAY_BIN" check-config
-  "$WORKER_BIN" check-config
+  local rc=0
+  "$RELAY_BIN" check-config || rc=$?
+  "$WORKER_BIN" check-config || rc=$?
+  return "$rc"
 }
 
 build_web() {
@@ -185,11 +203,29 @@ web_deps() {
   fi
 }
 
+# Installs the Debian packages the tests need when they are missing (as root), or says which.
+ensure_test_tools() {
+  local missing=()
+  command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
+  [[ -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ]] || missing+=(chromium)
+  command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+  command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+  command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-venv)
+  ((${#missing[@]})) || return 0
+  if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    say "installing test prerequisites: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    die "the tests need: ${missing[*]} (apt-get install -y ${missing[*]})"
+  fi
+}
+
 cmd_test() {
   need cargo "Install Rust (rustup) first."
-  need node "Install Node.js 20 or newer."
+  ensure_test_tools
   local chromium="${CHROMIUM_PATH:-/usr/bin/chromium}"
-  [[ -x "$chromium" ]] || die "Chromium is needed for the browser tests: apt-get install -y chromium (or set CHROMIUM_PATH)"
   cd "$ROOT"
   local out; out="$(mktemp -d)"
   say "== cargo fmt --check"
@@ -202,6 +238,8 @@ cmd_test() {
   build_web
   (cd "$ROOT/web" && npx --no-install tsc --noEmit -p . && node build.mjs)
   cargo build --bins
+  say "== deploy files"
+  "$ROOT/deploy/check.sh"
   rm -rf "$ROOT/test-logs"
   local rc=0
   say "== protocol tests (relay and agent-worker binaries, tabs played by the official socket.io-client)"
@@ -209,15 +247,20 @@ cmd_test() {
   (cd "$ROOT/web" && RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" \
     TEST_LOG_DIR="$ROOT/test-logs" CHROMIUM_PATH="$chromium" \
     node --test --test-concurrency=2 --test-reporter=spec test/protocol/ test/browser/) 2>&1 | tee "$out/node.txt" || rc=$?
+  # Alone, after the rest: it builds release binaries, which would slow the timed tests above.
+  say "== operations test (scripts/manage.sh on a fresh copy of the tree)"
+  (cd "$ROOT/web" && node --test --test-reporter=spec test/ops/) 2>&1 | tee "$out/ops.txt" || rc=$?
   # One closing line for the whole run: Rust and Node counts together.
   local cp cf np nf
   cp=$(grep -oE '^test result: [a-zA-Z]+\. [0-9]+ passed' "$out/cargo.txt" | awk '{s+=$4} END {print s+0}')
   cf=$(grep -oE '[0-9]+ failed' "$out/cargo.txt" | awk '{s+=$1} END {print s+0}')
-  np=$(grep -oE '^ℹ pass [0-9]+' "$out/node.txt" | awk '{print $3}' | tail -n1)
-  nf=$(grep -oE '^ℹ fail [0-9]+' "$out/node.txt" | awk '{print $3}' | tail -n1)
+  np=$(cat "$out/node.txt" "$out/ops.txt" | grep -oE '^ℹ pass [0-9]+' | awk '{s+=$3} END {print s+0}')
+  nf=$(cat "$out/node.txt" "$out/ops.txt" | grep -oE '^ℹ fail [0-9]+' | awk '{s+=$3} END {print s+0}')
+  # No summary at all means a runner died before reporting: count that as a failure.
+  [[ -n "$(grep -E '^ℹ fail' "$out/node.txt")" && -n "$(grep -E '^ℹ fail' "$out/ops.txt")" ]] || nf=$((nf + 1))
   rm -rf "$out"
   say ""
-  say "$((cp + ${np:-0})) passed, $((cf + ${nf:-1})) failed"
+  say "$((cp + np)) passed, $((cf + nf)) failed"
   return "$rc"
 }
 

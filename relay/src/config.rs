@@ -26,6 +26,12 @@ pub struct Cli {
 pub enum Command {
     /// Validate the configuration and exit (status 64 with the reason when it is not valid).
     CheckConfig,
+    /// Probe a health URL (for container health checks without curl); exit 0 on a 2xx answer.
+    Healthcheck {
+        /// URL to probe, e.g. http://127.0.0.1:3001/readyz.
+        #[arg(default_value = "http://127.0.0.1:3001/readyz")]
+        url: String,
+    },
 }
 
 /// Every setting, with its environment variable. Deliberately not `Debug`: it holds raw

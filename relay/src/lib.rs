@@ -8,6 +8,7 @@ pub mod api;
 pub mod calls;
 pub mod config;
 pub mod error;
+pub mod healthcheck;
 pub mod idempotency;
 pub mod keys;
 pub mod metrics;

@@ -11,6 +11,15 @@ const EXIT_CONFIG: u8 = 64;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Healthcheck { url }) = &cli.command {
+        return match relay::healthcheck::probe(url, std::time::Duration::from_secs(3)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(reason) => {
+                eprintln!("relay healthcheck: {reason}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let config = match Config::from_options(cli.options) {
         Ok(c) => c,
         Err(err) => {
@@ -18,7 +27,7 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    if let Some(Command::CheckConfig) = cli.command {
+    if let Some(Command::CheckConfig) = &cli.command {
         println!("relay: configuration is valid");
         return ExitCode::SUCCESS;
     }
