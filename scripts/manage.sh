@@ -265,7 +265,17 @@ cmd_test() {
 }
 
 cmd_bench() {
-  die "the benchmark is not built yet"
+  need cargo "Install Rust (rustup) first."
+  need node "Install Node.js 20 or newer."
+  cd "$ROOT"
+  say "building release binaries (relay, loadgen)…"
+  cargo build --release -p relay -p relay-bench
+  if [[ ! -d "$ROOT/relay/bench/reference/node_modules" ]]; then
+    (cd "$ROOT/relay/bench/reference" && npm ci --no-audit --no-fund)
+  fi
+  # 50,000 tabs need as many sockets on each side.
+  ulimit -n 262144 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true
+  node "$ROOT/scripts/bench.mjs" "$@"
 }
 
 usage() {
@@ -277,7 +287,7 @@ usage: scripts/manage.sh <command>
   status           show what runs, its pid, address and readiness
   logs [relay|worker]  follow a log
   test             run every test (format, lints, Rust tests, protocol and browser tests)
-  bench            run the benchmark
+  bench [--quick]  run the benchmark (relay against the Node reference design); see scripts/bench.mjs
   check            validate the configuration without starting anything
 EOF
 }

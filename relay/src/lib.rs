@@ -215,6 +215,13 @@ pub async fn run(
         })
     };
 
+    // Small frames (acks, events) must leave at once: without TCP_NODELAY, Nagle's algorithm
+    // and delayed ACKs add milliseconds to every round trip.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!(cause = %err, "cannot set TCP_NODELAY");
+        }
+    });
     let drain_app = app.clone();
     let served = axum::serve(
         listener,

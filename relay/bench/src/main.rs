@@ -1,0 +1,458 @@
+//! `loadgen`: opens N tabs (Socket.IO clients that bind a key and answer tool events at once)
+//! and drives tool calls over HTTP from C concurrent agents, fire-and-forget or awaited, closed
+//! loop (as fast as answers come) or at a fixed rate (latency measured from each call's
+//! scheduled time, so a slow server cannot hide its queueing). It checks that every call reached
+//! the tab it was addressed to, and reports throughput, latency percentiles, errors, and the
+//! CPU and memory of the server and of itself. One JSON line on stdout.
+
+mod tab;
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use hdrhistogram::Histogram;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::tab::{Bind, TabStats};
+
+#[derive(Parser, Clone)]
+#[command(name = "loadgen", about = "Load generator for the voice-agent relay")]
+struct Args {
+    /// Server base URL.
+    #[arg(long, default_value = "http://127.0.0.1:3001")]
+    url: String,
+    /// Agent secret (Bearer).
+    #[arg(long, env = "RELAY_AGENT_SECRET", hide_env_values = true)]
+    secret: String,
+    /// Label for the report.
+    #[arg(long, default_value = "relay")]
+    label: String,
+    /// Tabs to open.
+    #[arg(long, default_value_t = 100)]
+    tabs: usize,
+    /// Concurrent agents (HTTP connections); 0 only opens tabs (idle measurement).
+    #[arg(long, default_value_t = 32)]
+    agents: usize,
+    /// Await each call's answer.
+    #[arg(long)]
+    awaited: bool,
+    /// Measured seconds (after one second of warm-up).
+    #[arg(long, default_value_t = 10.0)]
+    duration_secs: f64,
+    /// Calls per second across all agents; unset means closed loop.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// How tabs bind: `token` (handshake auth) or `register` (bare key event).
+    #[arg(long, default_value = "token")]
+    bind: String,
+    /// Server process to measure (RSS, CPU).
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// Seconds to hold idle tabs before measuring memory.
+    #[arg(long, default_value_t = 2.0)]
+    settle_secs: f64,
+    /// Tabs connecting at once.
+    #[arg(long, default_value_t = 200)]
+    connect_concurrency: usize,
+}
+
+/// Tabs per loopback source address: each (source, destination) pair has ~28k ephemeral ports.
+const TABS_PER_SOURCE_IP: usize = 20_000;
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let report = rt.block_on(run(args))?;
+    println!("{report}");
+    Ok(())
+}
+
+/// Clock ticks (utime + stime) of a process, from /proc.
+fn cpu_ticks(pid: Option<u32>) -> Option<u64> {
+    let path = pid.map_or_else(
+        || "/proc/self/stat".to_owned(),
+        |p| format!("/proc/{p}/stat"),
+    );
+    let stat = std::fs::read_to_string(path).ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Resident memory of a process in KiB.
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Linux reports CPU time in 1/100 s ticks.
+const TICKS_PER_SEC: f64 = 100.0;
+
+struct CpuMeter {
+    server: Option<u32>,
+    started: Instant,
+    server_ticks: Option<u64>,
+    own_ticks: Option<u64>,
+}
+
+impl CpuMeter {
+    fn start(server: Option<u32>) -> Self {
+        CpuMeter {
+            server,
+            started: Instant::now(),
+            server_ticks: server.and_then(|p| cpu_ticks(Some(p))),
+            own_ticks: cpu_ticks(None),
+        }
+    }
+
+    /// (server %, own %) of one core over the interval.
+    fn stop(&self) -> (Option<f64>, Option<f64>) {
+        let secs = self.started.elapsed().as_secs_f64().max(1e-6);
+        let pct = |before: Option<u64>, now: Option<u64>| {
+            Some((now? - before?) as f64 / TICKS_PER_SEC / secs * 100.0)
+        };
+        (
+            pct(
+                self.server_ticks,
+                self.server.and_then(|p| cpu_ticks(Some(p))),
+            ),
+            pct(self.own_ticks, cpu_ticks(None)),
+        )
+    }
+}
+
+struct Minted {
+    key: String,
+    token: String,
+}
+
+async fn mint(http: &reqwest::Client, url: &str, n: usize) -> anyhow::Result<Vec<Minted>> {
+    let sem = Arc::new(tokio::sync::Semaphore::new(64));
+    let mut tasks = Vec::with_capacity(n);
+    for _ in 0..n {
+        let http = http.clone();
+        let url = format!("{url}/token");
+        let permit = sem.clone().acquire_owned().await?;
+        tasks.push(tokio::spawn(async move {
+            let _permit = permit;
+            let body: Value = http
+                .post(url)
+                .send()
+                .await?
+                .error_for_status()?
+                .json()
+                .await?;
+            Ok::<_, anyhow::Error>(Minted {
+                key: body["apiKey"].as_str().unwrap_or_default().to_owned(),
+                token: body["token"].as_str().unwrap_or_default().to_owned(),
+            })
+        }));
+    }
+    let mut out = Vec::with_capacity(n);
+    for t in tasks {
+        out.push(t.await??);
+    }
+    Ok(out)
+}
+
+fn percentiles(h: &Histogram<u64>) -> Value {
+    json!({
+        "p50": h.value_at_quantile(0.50),
+        "p90": h.value_at_quantile(0.90),
+        "p99": h.value_at_quantile(0.99),
+        "p999": h.value_at_quantile(0.999),
+        "max": h.max(),
+        "mean": (h.mean() * 10.0).round() / 10.0,
+    })
+}
+
+struct AgentResult {
+    histogram: Histogram<u64>,
+    calls: u64,
+    errors: BTreeMap<String, u64>,
+    wrong_answer: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn agent(
+    http: reqwest::Client,
+    url: String,
+    secret: String,
+    keys: Arc<Vec<(usize, String)>>,
+    awaited: bool,
+    interval: Option<Duration>,
+    offset: Duration,
+    warmup_end: Instant,
+    end: Instant,
+    sent_fire: Arc<Vec<AtomicU64>>,
+    seed: u64,
+) -> AgentResult {
+    let mut histogram =
+        Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
+    let mut errors = BTreeMap::new();
+    let (mut calls, mut wrong_answer) = (0u64, 0u64);
+    let mut rng = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let mut next = Instant::now() + offset;
+    let endpoint = format!("{url}/api/voice-agent/tool-call");
+    let auth = format!("Bearer {secret}");
+    let mut seq = 0u64;
+    loop {
+        let scheduled = match interval {
+            Some(i) => {
+                tokio::time::sleep_until(next).await;
+                let s = next;
+                next += i;
+                s
+            }
+            None => Instant::now(),
+        };
+        if scheduled >= end {
+            break;
+        }
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let (tab, key) = &keys[(rng % keys.len() as u64) as usize];
+        let tab = *tab;
+        seq += 1;
+        let body = format!(
+            "{{\"apiKey\":\"{key}\",\"toolName\":\"echo\",\"params\":{{\"tab\":{tab},\"seq\":{seq}}},\"awaitResult\":{awaited},\"timeoutMs\":10000}}"
+        );
+        let response = http
+            .post(&endpoint)
+            .header("authorization", &auth)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await;
+        let measured = scheduled >= warmup_end;
+        let outcome = match response {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                match r.bytes().await {
+                    Ok(b) if status == 200 => Ok(b),
+                    Ok(_) => Err(format!("http_{status}")),
+                    Err(_) => Err("body".to_owned()),
+                }
+            }
+            Err(e) if e.is_timeout() => Err("timeout".to_owned()),
+            Err(_) => Err("transport".to_owned()),
+        };
+        let took = scheduled.elapsed();
+        match outcome {
+            Ok(bytes) => {
+                if !awaited {
+                    sent_fire[tab].fetch_add(1, Ordering::Relaxed);
+                } else {
+                    let ok = serde_json::from_slice::<Value>(&bytes)
+                        .ok()
+                        .is_some_and(|v| {
+                            v["result"]["tab"].as_u64() == Some(tab as u64)
+                                && v["result"]["seq"].as_u64() == Some(seq)
+                        });
+                    if !ok && measured {
+                        wrong_answer += 1;
+                    }
+                }
+                if measured {
+                    calls += 1;
+                    let _ = histogram.record(took.as_micros().max(1) as u64);
+                }
+            }
+            Err(kind) => {
+                if measured {
+                    *errors.entry(kind).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+    AgentResult {
+        histogram,
+        calls,
+        errors,
+        wrong_answer,
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<Value> {
+    let server: SocketAddr = {
+        let host = args
+            .url
+            .strip_prefix("http://")
+            .context("only http:// URLs")?
+            .trim_end_matches('/');
+        tokio::net::lookup_host(host)
+            .await?
+            .next()
+            .context("server address")?
+    };
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.agents.max(64))
+        .timeout(Duration::from_secs(30))
+        .tcp_nodelay(true)
+        .build()?;
+
+    // Tokens first (not measured), then the tabs.
+    let minted = mint(&http, &args.url, args.tabs)
+        .await
+        .context("minting tokens")?;
+    let rss_before = args.server_pid.and_then(rss_kib);
+    let stats = Arc::new(TabStats::new(args.tabs));
+    let bind_started = Instant::now();
+    let sem = Arc::new(tokio::sync::Semaphore::new(args.connect_concurrency));
+    let mut waiters = Vec::with_capacity(args.tabs);
+    for (i, m) in minted.iter().enumerate() {
+        let bind = match args.bind.as_str() {
+            "register" => Bind::Register(m.key.clone()),
+            _ => Bind::Token(m.token.clone()),
+        };
+        let source = (server.ip().is_loopback() && args.tabs > TABS_PER_SOURCE_IP)
+            .then(|| IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1 + (i / TABS_PER_SOURCE_IP) as u8)));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let permit = sem.clone().acquire_owned().await?;
+        let stats = stats.clone();
+        tokio::spawn(tab::run(server, source, i, bind, stats, tx));
+        waiters.push(tokio::spawn(async move {
+            let r = rx.await.unwrap_or(Err("tab ended".into()));
+            drop(permit);
+            r
+        }));
+    }
+    let mut bind_failures = 0usize;
+    let mut first_failure = None;
+    let mut bound = vec![false; args.tabs];
+    for (i, w) in waiters.into_iter().enumerate() {
+        match w.await? {
+            Ok(()) => bound[i] = true,
+            Err(e) => {
+                bind_failures += 1;
+                first_failure.get_or_insert(e);
+            }
+        }
+    }
+    let bind_ms = bind_started.elapsed().as_secs_f64() * 1000.0;
+    if bind_failures == args.tabs && args.tabs > 0 {
+        bail!("no tab could bind: {}", first_failure.unwrap_or_default());
+    }
+    tokio::time::sleep(Duration::from_secs_f64(args.settle_secs)).await;
+    let rss_after = args.server_pid.and_then(rss_kib);
+
+    let mut report = json!({
+        "label": args.label,
+        "tabs": args.tabs,
+        "bind": args.bind,
+        "bind_failures": bind_failures,
+        "bind_ms": bind_ms.round(),
+        "server_rss_kib_before_tabs": rss_before,
+        "server_rss_kib_with_tabs": rss_after,
+        "rss_bytes_per_tab": match (rss_before, rss_after) {
+            (Some(b), Some(a)) if args.tabs > 0 => Some(((a.saturating_sub(b)) * 1024) as f64 / args.tabs as f64),
+            _ => None,
+        },
+    });
+    if let Some(e) = first_failure {
+        report["first_bind_failure"] = json!(e);
+    }
+    if args.agents == 0 {
+        return Ok(report);
+    }
+
+    // Calls go only to tabs that bound (a failed tab is reported above, not called).
+    let keys: Arc<Vec<(usize, String)>> = Arc::new(
+        minted
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| bound[*i])
+            .map(|(i, m)| (i, m.key))
+            .collect(),
+    );
+    let sent_fire: Arc<Vec<AtomicU64>> =
+        Arc::new((0..args.tabs).map(|_| AtomicU64::new(0)).collect());
+    let start = Instant::now();
+    let warmup_end = start + Duration::from_secs(1);
+    let end = warmup_end + Duration::from_secs_f64(args.duration_secs);
+    let interval = args
+        .rate
+        .map(|r| Duration::from_secs_f64(args.agents as f64 / r.max(0.001)));
+    let mut tasks = Vec::with_capacity(args.agents);
+    for a in 0..args.agents {
+        let offset = interval.map_or(Duration::ZERO, |i| i.mul_f64(a as f64 / args.agents as f64));
+        tasks.push(tokio::spawn(agent(
+            http.clone(),
+            args.url.clone(),
+            args.secret.clone(),
+            keys.clone(),
+            args.awaited,
+            interval,
+            offset,
+            warmup_end,
+            end,
+            sent_fire.clone(),
+            a as u64 + 1,
+        )));
+    }
+    tokio::time::sleep_until(warmup_end).await;
+    let cpu = CpuMeter::start(args.server_pid);
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    let (mut calls, mut wrong_answer) = (0u64, 0u64);
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    for t in tasks {
+        let r = t.await?;
+        histogram.add(&r.histogram)?;
+        calls += r.calls;
+        wrong_answer += r.wrong_answer;
+        for (k, v) in r.errors {
+            *errors.entry(k).or_insert(0) += v;
+        }
+    }
+    let (server_cpu, own_cpu) = cpu.stop();
+    let measured = Instant::now().duration_since(warmup_end).as_secs_f64();
+
+    // Fire-and-forget: give in-flight events a moment, then compare per tab.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut lost = 0u64;
+    let mut extra = 0u64;
+    for (sent, got) in sent_fire.iter().zip(stats.per_tab_fire.iter()) {
+        let (s, g) = (sent.load(Ordering::Relaxed), got.load(Ordering::Relaxed));
+        lost += s.saturating_sub(g);
+        extra += g.saturating_sub(s);
+    }
+    report["agents"] = json!(args.agents);
+    report["mode"] = json!(if args.awaited {
+        "awaited"
+    } else {
+        "fire_and_forget"
+    });
+    report["rate"] = json!(args.rate);
+    report["duration_s"] = json!((measured * 100.0).round() / 100.0);
+    report["calls"] = json!(calls);
+    report["throughput_per_s"] = json!((calls as f64 / measured).round());
+    report["latency_us"] = percentiles(&histogram);
+    report["errors"] = json!(errors);
+    report["misrouted"] = json!(stats.misrouted.load(Ordering::Relaxed) + wrong_answer);
+    report["lost"] = json!(lost);
+    report["duplicated"] = json!(extra);
+    report["server_cpu_pct"] = json!(server_cpu.map(|c| c.round()));
+    report["loadgen_cpu_pct"] = json!(own_cpu.map(|c| c.round()));
+    report["server_rss_kib_end"] = json!(args.server_pid.and_then(rss_kib));
+    Ok(report)
+}

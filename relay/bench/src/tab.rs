@@ -1,0 +1,207 @@
+//! A browser tab as the load generator plays it: a Socket.IO v4 client over WebSocket that binds
+//! a key (handshake token or `voice-agent:register`) and answers every tool event at once. It
+//! speaks the few packets it needs directly, so it stays cheap enough for tens of thousands of
+//! tabs on one core.
+//!
+//! Every event carries `params = {"tab": <index>, "seq": <n>}`; a tab that receives another
+//! tab's event counts it as misrouted.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use tokio::net::TcpSocket;
+use tokio_tungstenite::tungstenite::Message;
+
+/// How a tab binds its key.
+#[derive(Clone, Debug)]
+pub enum Bind {
+    /// `auth: {token}` in the handshake (the relay's preferred way).
+    Token(String),
+    /// `voice-agent:register` with the bare key (the seed's way).
+    Register(String),
+}
+
+/// Counters shared by all tabs.
+#[derive(Default)]
+pub struct TabStats {
+    pub events: AtomicU64,
+    pub acks_sent: AtomicU64,
+    pub misrouted: AtomicU64,
+    pub per_tab_fire: Vec<AtomicU64>,
+}
+
+impl TabStats {
+    pub fn new(tabs: usize) -> Self {
+        TabStats {
+            per_tab_fire: (0..tabs).map(|_| AtomicU64::new(0)).collect(),
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Params {
+    tab: usize,
+    seq: u64,
+}
+
+/// Opens one tab and runs it until the connection ends. Returns once bound (through `bound`),
+/// then keeps answering in the background task it is spawned in.
+pub async fn run(
+    server: SocketAddr,
+    source: Option<IpAddr>,
+    index: usize,
+    bind: Bind,
+    stats: Arc<TabStats>,
+    bound: tokio::sync::oneshot::Sender<Result<(), String>>,
+) {
+    let mut bound = Some(bound);
+    let result = session(server, source, index, bind, &stats, &mut bound).await;
+    if let (Some(tx), Err(e)) = (bound.take(), &result) {
+        let _ = tx.send(Err(e.clone()));
+    }
+}
+
+async fn session(
+    server: SocketAddr,
+    source: Option<IpAddr>,
+    index: usize,
+    bind: Bind,
+    stats: &TabStats,
+    bound: &mut Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
+) -> Result<(), String> {
+    let socket = if server.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(|e| e.to_string())?;
+    if let Some(ip) = source {
+        socket
+            .bind(SocketAddr::new(ip, 0))
+            .map_err(|e| format!("bind {ip}: {e}"))?;
+    }
+    let stream = tokio::time::timeout(Duration::from_secs(10), socket.connect(server))
+        .await
+        .map_err(|_| "connect timed out".to_string())?
+        .map_err(|e| format!("connect: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let url = format!("ws://{server}/socket.io/?EIO=4&transport=websocket");
+    let (ws, _) = tokio_tungstenite::client_async(url, stream)
+        .await
+        .map_err(|e| format!("websocket: {e}"))?;
+    let (mut tx, mut rx) = ws.split();
+
+    // Engine.IO open packet, then the namespace connect.
+    let open = next_text(&mut rx).await?;
+    if !open.starts_with('0') {
+        return Err(format!("unexpected open packet {open:.40}"));
+    }
+    let connect = match &bind {
+        Bind::Token(token) => format!("40{}", serde_json::json!({ "token": token })),
+        Bind::Register(_) => "40".to_owned(),
+    };
+    tx.send(Message::text(connect))
+        .await
+        .map_err(|e| e.to_string())?;
+    loop {
+        let reply = next_text(&mut rx).await?;
+        if reply == "2" {
+            // An Engine.IO ping can come first.
+            tx.send(Message::text("3"))
+                .await
+                .map_err(|e| e.to_string())?;
+        } else if reply.starts_with("40") {
+            break;
+        } else {
+            return Err(format!("refused: {reply:.120}"));
+        }
+    }
+    if let Bind::Register(key) = &bind {
+        let register = format!("420{}", serde_json::json!(["voice-agent:register", key]));
+        tx.send(Message::text(register))
+            .await
+            .map_err(|e| e.to_string())?;
+        loop {
+            let m = next_text(&mut rx).await?;
+            if m == "2" {
+                tx.send(Message::text("3"))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            } else if m.starts_with("430") {
+                break;
+            }
+        }
+    }
+    if let Some(b) = bound.take() {
+        let _ = b.send(Ok(()));
+    }
+
+    while let Some(msg) = rx.next().await {
+        let Ok(Message::Text(text)) = msg else {
+            if matches!(msg, Ok(Message::Close(_)) | Err(_)) {
+                break;
+            }
+            continue;
+        };
+        let text = text.as_str();
+        if text == "2" {
+            tx.send(Message::text("3"))
+                .await
+                .map_err(|e| e.to_string())?;
+            continue;
+        }
+        let Some(rest) = text.strip_prefix("42") else {
+            if text.starts_with("41") {
+                break;
+            }
+            continue;
+        };
+        stats.events.fetch_add(1, Ordering::Relaxed);
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let (ack_id, body) = rest.split_at(digits);
+        let Ok((_event, params, _meta)) =
+            serde_json::from_str::<(IgnoredAny, Params, Option<IgnoredAny>)>(body)
+        else {
+            continue;
+        };
+        if params.tab != index {
+            stats.misrouted.fetch_add(1, Ordering::Relaxed);
+        }
+        if ack_id.is_empty() {
+            if let Some(c) = stats.per_tab_fire.get(index) {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+        } else {
+            let answer = format!(
+                "43{ack_id}[{{\"ok\":true,\"result\":{{\"tab\":{index},\"seq\":{}}}}}]",
+                params.seq
+            );
+            tx.send(Message::text(answer))
+                .await
+                .map_err(|e| e.to_string())?;
+            stats.acks_sent.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    Ok(())
+}
+
+async fn next_text<S>(rx: &mut S) -> Result<String, String>
+where
+    S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), rx.next()).await {
+            Err(_) => return Err("no answer in 10 s".into()),
+            Ok(None) => return Err("closed".into()),
+            Ok(Some(Err(e))) => return Err(e.to_string()),
+            Ok(Some(Ok(Message::Text(t)))) => return Ok(t.as_str().to_owned()),
+            Ok(Some(Ok(_))) => continue,
+        }
+    }
+}
