@@ -167,6 +167,8 @@ pub fn build(app: Arc<App>) -> (Router, SocketIo) {
         .with_state(app.clone())
         .ping_interval(Duration::from_secs(15))
         .ping_timeout(Duration::from_secs(10))
+        // Tabs send small acknowledgements; the read buffer grows for a large one when needed.
+        .ws_read_buffer_size(1024)
         .build_layer();
     tabs::attach(&io);
     let _ = app.io.set(io.clone());
@@ -178,11 +180,42 @@ pub fn build(app: Arc<App>) -> (Router, SocketIo) {
     } else {
         router = router.route("/", axum::routing::get(placeholder_page));
     }
-    let mut router = router.with_state(app.clone()).layer(layer);
+    let mut router = router
+        .with_state(app.clone())
+        .layer(layer)
+        .layer(axum::middleware::map_request(detach_request_head));
     if let Some(cors) = app.cors() {
         router = router.layer(cors);
     }
     (router, io)
+}
+
+/// socketioxide keeps each socket's HTTP request head (headers, URI, extensions) for the
+/// socket's whole life, and hyper's header values and URI are slices of the connection's read
+/// buffer (8–16 KiB), as is the `OriginalUri` axum adds: one kept slice keeps that whole buffer
+/// alive per tab. Socket.IO requests get a copied head, so the buffer is freed after the upgrade.
+async fn detach_request_head(mut req: axum::extract::Request) -> axum::extract::Request {
+    if !req.uri().path().starts_with("/socket.io") {
+        return req;
+    }
+    let headers = std::mem::take(req.headers_mut());
+    let mut owned = axum::http::HeaderMap::with_capacity(headers.len());
+    for (name, value) in &headers {
+        if let (Ok(name), Ok(value)) = (
+            header::HeaderName::from_bytes(name.as_str().as_bytes()),
+            HeaderValue::from_bytes(value.as_bytes()),
+        ) {
+            owned.append(name, value);
+        }
+    }
+    *req.headers_mut() = owned;
+    if let Ok(uri) = axum::http::Uri::try_from(req.uri().to_string()) {
+        if let Some(original) = req.extensions_mut().get_mut::<axum::extract::OriginalUri>() {
+            original.0 = uri.clone();
+        }
+        *req.uri_mut() = uri;
+    }
+    req
 }
 
 async fn placeholder_page() -> axum::response::Html<&'static str> {

@@ -185,15 +185,40 @@ fn percentiles(h: &Histogram<u64>) -> Value {
 
 struct AgentResult {
     histogram: Histogram<u64>,
+    /// Latency counted from each call's scheduled time (open loop only).
+    from_schedule: Histogram<u64>,
     calls: u64,
     errors: BTreeMap<String, u64>,
     wrong_answer: u64,
 }
 
+#[derive(serde::Deserialize)]
+struct Answer {
+    result: Option<Echo>,
+}
+
+#[derive(serde::Deserialize)]
+struct Echo {
+    tab: usize,
+    seq: u64,
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>;
+
+/// One HTTP/1.1 keep-alive connection, driven by its own task: the cheapest client there is,
+/// so the generator spends its core on load, not on client machinery.
+async fn connect(server: SocketAddr) -> anyhow::Result<Sender> {
+    let tcp = tokio::net::TcpStream::connect(server).await?;
+    tcp.set_nodelay(true)?;
+    let (sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)).await?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn agent(
-    http: reqwest::Client,
-    url: String,
+    server: SocketAddr,
     secret: String,
     keys: Arc<Vec<(usize, String)>>,
     awaited: bool,
@@ -204,17 +229,18 @@ async fn agent(
     sent_fire: Arc<Vec<AtomicU64>>,
     seed: u64,
 ) -> AgentResult {
-    let mut histogram =
-        Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
+    let new_histogram =
+        || Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
+    let (mut histogram, mut from_schedule) = (new_histogram(), new_histogram());
     let mut errors = BTreeMap::new();
     let (mut calls, mut wrong_answer) = (0u64, 0u64);
     let mut rng = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
     let mut next = Instant::now() + offset;
-    let endpoint = format!("{url}/api/voice-agent/tool-call");
     let auth = format!("Bearer {secret}");
     let mut seq = 0u64;
+    let mut sender: Option<Sender> = None;
     loop {
         let scheduled = match interval {
             Some(i) => {
@@ -237,38 +263,46 @@ async fn agent(
         let body = format!(
             "{{\"apiKey\":\"{key}\",\"toolName\":\"echo\",\"params\":{{\"tab\":{tab},\"seq\":{seq}}},\"awaitResult\":{awaited},\"timeoutMs\":10000}}"
         );
-        let response = http
-            .post(&endpoint)
-            .header("authorization", &auth)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await;
-        let measured = scheduled >= warmup_end;
-        let outcome = match response {
-            Ok(r) => {
-                let status = r.status().as_u16();
-                match r.bytes().await {
-                    Ok(b) if status == 200 => Ok(b),
-                    Ok(_) => Err(format!("http_{status}")),
-                    Err(_) => Err("body".to_owned()),
-                }
+        let sent_at = Instant::now();
+        let outcome: Result<bytes::Bytes, String> = async {
+            if sender.as_ref().is_none_or(|s| s.is_closed()) {
+                sender = Some(connect(server).await.map_err(|_| "connect".to_owned())?);
             }
-            Err(e) if e.is_timeout() => Err("timeout".to_owned()),
-            Err(_) => Err("transport".to_owned()),
-        };
-        let took = scheduled.elapsed();
+            let s = sender.as_mut().ok_or("connect")?;
+            s.ready().await.map_err(|_| "transport".to_owned())?;
+            let request = hyper::Request::post("/api/voice-agent/tool-call")
+                .header("host", "relay")
+                .header("authorization", &auth)
+                .header("content-type", "application/json")
+                .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+                .map_err(|_| "request".to_owned())?;
+            let response = tokio::time::timeout(Duration::from_secs(30), s.send_request(request))
+                .await
+                .map_err(|_| "timeout".to_owned())?
+                .map_err(|_| "transport".to_owned())?;
+            let status = response.status().as_u16();
+            let bytes = http_body_util::BodyExt::collect(response.into_body())
+                .await
+                .map_err(|_| "body".to_owned())?
+                .to_bytes();
+            if status == 200 {
+                Ok(bytes)
+            } else {
+                Err(format!("http_{status}"))
+            }
+        }
+        .await;
+        let took = sent_at.elapsed();
+        let measured = scheduled >= warmup_end;
         match outcome {
             Ok(bytes) => {
                 if !awaited {
                     sent_fire[tab].fetch_add(1, Ordering::Relaxed);
                 } else {
-                    let ok = serde_json::from_slice::<Value>(&bytes)
+                    let ok = serde_json::from_slice::<Answer>(&bytes)
                         .ok()
-                        .is_some_and(|v| {
-                            v["result"]["tab"].as_u64() == Some(tab as u64)
-                                && v["result"]["seq"].as_u64() == Some(seq)
-                        });
+                        .and_then(|a| a.result)
+                        .is_some_and(|r| r.tab == tab && r.seq == seq);
                     if !ok && measured {
                         wrong_answer += 1;
                     }
@@ -276,9 +310,13 @@ async fn agent(
                 if measured {
                     calls += 1;
                     let _ = histogram.record(took.as_micros().max(1) as u64);
+                    let _ = from_schedule.record(scheduled.elapsed().as_micros().max(1) as u64);
                 }
             }
             Err(kind) => {
+                if !kind.starts_with("http_") {
+                    sender = None;
+                }
                 if measured {
                     *errors.entry(kind).or_insert(0) += 1;
                 }
@@ -287,6 +325,7 @@ async fn agent(
     }
     AgentResult {
         histogram,
+        from_schedule,
         calls,
         errors,
         wrong_answer,
@@ -397,8 +436,7 @@ async fn run(args: Args) -> anyhow::Result<Value> {
     for a in 0..args.agents {
         let offset = interval.map_or(Duration::ZERO, |i| i.mul_f64(a as f64 / args.agents as f64));
         tasks.push(tokio::spawn(agent(
-            http.clone(),
-            args.url.clone(),
+            server,
             args.secret.clone(),
             keys.clone(),
             args.awaited,
@@ -413,11 +451,13 @@ async fn run(args: Args) -> anyhow::Result<Value> {
     tokio::time::sleep_until(warmup_end).await;
     let cpu = CpuMeter::start(args.server_pid);
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    let mut from_schedule = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
     let (mut calls, mut wrong_answer) = (0u64, 0u64);
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     for t in tasks {
         let r = t.await?;
         histogram.add(&r.histogram)?;
+        from_schedule.add(&r.from_schedule)?;
         calls += r.calls;
         wrong_answer += r.wrong_answer;
         for (k, v) in r.errors {
@@ -447,6 +487,14 @@ async fn run(args: Args) -> anyhow::Result<Value> {
     report["calls"] = json!(calls);
     report["throughput_per_s"] = json!((calls as f64 / measured).round());
     report["latency_us"] = percentiles(&histogram);
+    if args.rate.is_some() {
+        report["latency_from_schedule_us"] = percentiles(&from_schedule);
+    }
+    report["calls_per_server_core_s"] = json!(
+        server_cpu
+            .filter(|c| *c > 0.0)
+            .map(|c| (calls as f64 / measured / (c / 100.0)).round())
+    );
     report["errors"] = json!(errors);
     report["misrouted"] = json!(stats.misrouted.load(Ordering::Relaxed) + wrong_answer);
     report["lost"] = json!(lost);
