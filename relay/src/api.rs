@@ -18,10 +18,10 @@ use relay_wire::{
 
 use crate::App;
 use crate::calls::{self, Call};
-use crate::config::fingerprint;
 use crate::error::{ApiError, encode, json_response};
 use crate::idempotency::{self, Claim, Outcome};
 use crate::tabs;
+use relay_wire::Fp;
 
 pub fn routes() -> Router<Arc<App>> {
     Router::new()
@@ -85,7 +85,7 @@ fn issue_token(app: &App, peer: SocketAddr, req: &TokenRequest) -> Response {
             let r = minted.response;
             app.keys.issue(&r.api_key, r.expires_at);
             app.metrics.tokens_issued.inc();
-            tracing::info!(key = %fingerprint(&r.api_key), identity = %r.identity, room = %r.room_name, "token issued");
+            tracing::info!(key = %Fp(&r.api_key), identity = %r.identity, room = %r.room_name, "token issued");
             let mut response = json_response(StatusCode::OK, encode(&r));
             response.headers_mut().insert(
                 header::CACHE_CONTROL,
@@ -324,7 +324,7 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
             .metrics
             .call_finished(code, call.await_result, started.elapsed());
         tracing::info!(
-            key = %fingerprint(&call.api_key),
+            key = %Fp(&call.api_key),
             call_id = %call.call_id,
             tool = %call.tool_name,
             awaited = call.await_result,
@@ -419,7 +419,7 @@ async fn key_revoke(
             if let Some(old) = displaced {
                 tabs::dismiss(old);
             }
-            tracing::info!(key = %fingerprint(&api_key), tab_notified, "key revoked");
+            tracing::info!(key = %Fp(&api_key), tab_notified, "key revoked");
             json_response(
                 StatusCode::OK,
                 encode(&RevokeResponse {

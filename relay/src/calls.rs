@@ -11,9 +11,9 @@ use socketioxide::{AckError, SendError, SocketError};
 use tokio::time::Instant;
 
 use crate::App;
-use crate::config::fingerprint;
 use crate::error::ApiError;
 use crate::keys::{AcquireError, Binding, KeyShared, WaitError};
+use relay_wire::Fp;
 
 /// A validated tool call.
 pub struct Call {
@@ -66,7 +66,7 @@ pub async fn run(app: &App, call: &Call) -> Result<Option<serde_json::Value>, Ap
         Some(p) => p,
         None => serde_json::from_str(EMPTY_PARAMS).map_err(|_| ApiError::invalid("params"))?,
     };
-    let key_fp = fingerprint(&call.api_key);
+    let key_fp = Fp(&call.api_key);
     let _pending = call.await_result.then(|| {
         guard.shared().add_pending(&call.call_id);
         PendingGuard {

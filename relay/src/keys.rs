@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::fingerprint;
 use crate::metrics::Metrics;
 use crate::tokens::unix_now;
+use relay_wire::Fp;
 
 /// A key bound to a live socket. `gone` fires when that binding ends for any reason (socket
 /// closed, replaced, revoked), which is how a call waiting for an answer learns its tab left.
@@ -407,7 +408,7 @@ impl Keys {
             if !was_revoked {
                 self.metrics.known_keys.dec();
             }
-            tracing::debug!(key = %fingerprint(key), "key removed");
+            tracing::debug!(key = %Fp(key), "key removed");
         }
         expired.len()
     }

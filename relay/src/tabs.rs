@@ -17,9 +17,9 @@ use socketioxide::handler::ConnectHandler;
 
 use crate::App;
 use crate::calls;
-use crate::config::fingerprint;
 use crate::keys::{BindError, Displaced, Proof};
 use crate::tokens::{TokenError, VerifiedToken};
+use relay_wire::Fp;
 
 /// The key a socket holds, kept in the socket's extensions.
 #[derive(Clone)]
@@ -113,7 +113,7 @@ fn check_token(s: &SocketRef, app: &App, auth: Option<Value>) -> Result<(), Refu
     };
     match app.tokens.verify(&token) {
         Ok(verified) if app.keys.is_revoked(&verified.api_key) => {
-            tracing::info!(key = %fingerprint(&verified.api_key), "handshake refused: key revoked");
+            tracing::info!(key = %Fp(&verified.api_key), "handshake refused: key revoked");
             Err(Refusal(bind_refusal(BindError::Revoked)))
         }
         Ok(verified) => {
@@ -121,7 +121,7 @@ fn check_token(s: &SocketRef, app: &App, auth: Option<Value>) -> Result<(), Refu
             Ok(())
         }
         Err(err) => {
-            tracing::info!(token = %fingerprint(&token), reason = %err, "handshake refused");
+            tracing::info!(token = %Fp(&token), reason = %err, "handshake refused");
             Err(Refusal(token_refusal(&err)))
         }
     }
@@ -134,7 +134,7 @@ async fn on_connect(s: SocketRef, State(app): State<Arc<App>>) {
     let proof = Proof::Token { exp: verified.exp };
     if let Err(err) = bind(&app, &s, &verified.api_key, proof) {
         // The middleware checked the key; it was revoked in between. Tell the tab and drop it.
-        tracing::info!(key = %fingerprint(&verified.api_key), reason = %err.message, "bind refused");
+        tracing::info!(key = %Fp(&verified.api_key), reason = %err.message, "bind refused");
         let _ = s.emit(
             events::REVOKED,
             &RevokedEvent {
@@ -160,7 +160,7 @@ async fn on_register(
         Value::String(jwt) => match app.tokens.verify(jwt) {
             Ok(v) => bind(&app, &s, &v.api_key, Proof::Token { exp: v.exp }),
             Err(err) => {
-                tracing::info!(token = %fingerprint(jwt), reason = %err, "register refused");
+                tracing::info!(token = %Fp(jwt), reason = %err, "register refused");
                 Err(token_refusal(&err))
             }
         },
@@ -211,9 +211,9 @@ fn bind(app: &App, s: &SocketRef, key: &str, proof: Proof) -> Result<(), ErrorOb
         app.keys.release(&key, s.id);
         return Ok(());
     }
-    tracing::info!(key = %fingerprint(&key), sid = %s.id, via = ?proof_kind(proof), "tab bound");
+    tracing::info!(key = %Fp(&key), sid = %s.id, via = ?proof_kind(proof), "tab bound");
     if let Some(old) = displaced {
-        tracing::info!(key = %fingerprint(&key), old_sid = %old.binding.sid(), "older tab replaced");
+        tracing::info!(key = %Fp(&key), old_sid = %old.binding.sid(), "older tab replaced");
         dismiss(old);
     }
     Ok(())
@@ -241,6 +241,6 @@ pub fn dismiss(old: Displaced) {
 async fn on_disconnect(s: SocketRef, State(app): State<Arc<App>>) {
     if let Some(BoundKey(key)) = s.extensions.get::<BoundKey>() {
         app.keys.release(&key, s.id);
-        tracing::info!(key = %fingerprint(&key), sid = %s.id, "tab left; key offline");
+        tracing::info!(key = %Fp(&key), sid = %s.id, "tab left; key offline");
     }
 }

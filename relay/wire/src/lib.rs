@@ -15,6 +15,16 @@ pub fn fingerprint(value: &str) -> String {
     hex::encode(&digest[..4])
 }
 
+/// A value's [`fingerprint`], computed only when formatted: log fields use `key = %Fp(&key)`, so
+/// a line that the filter drops costs no hashing.
+pub struct Fp<'a>(pub &'a str);
+
+impl std::fmt::Display for Fp<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&fingerprint(self.0))
+    }
+}
+
 /// A secret string (agent secret, LiveKit API secret, Vapi secret). Its `Debug` shows only the
 /// fingerprint, so a secret inside a logged struct cannot leak.
 #[derive(Clone)]
