@@ -206,24 +206,23 @@ impl RelayClient {
 
     /// The key's state at the relay.
     pub async fn key_state(&self, api_key: &str) -> Result<KeyStatus, ToolError> {
-        let url = format!("{}/api/voice-agent/keys/{api_key}", self.config.relay_url);
-        let response = self
-            .http
-            .get(url)
-            .bearer_auth(self.config.agent_secret.expose())
-            .timeout(SHORT_TIMEOUT)
-            .send()
-            .await
-            .map_err(|e| transport_error(&e))?;
-        read_json(response).await
+        self.key_request(reqwest::Method::GET, api_key).await
     }
 
     /// Revokes the key: its tab is told and unbound; the key is gone.
     pub async fn revoke(&self, api_key: &str) -> Result<RevokeResponse, ToolError> {
+        self.key_request(reqwest::Method::DELETE, api_key).await
+    }
+
+    async fn key_request<T: serde::de::DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        api_key: &str,
+    ) -> Result<T, ToolError> {
         let url = format!("{}/api/voice-agent/keys/{api_key}", self.config.relay_url);
         let response = self
             .http
-            .delete(url)
+            .request(method, url)
             .bearer_auth(self.config.agent_secret.expose())
             .timeout(SHORT_TIMEOUT)
             .send()

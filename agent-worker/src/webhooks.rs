@@ -86,11 +86,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
+        .and_then(relay_wire::headers::bearer)
 }
 
 // ---- LiveKit ----------------------------------------------------------------------------------

@@ -105,11 +105,7 @@ fn authorize(app: &App, headers: &HeaderMap) -> Result<usize, ApiError> {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
+        .and_then(relay_wire::headers::bearer)
         .and_then(|presented| app.agent_index(presented))
         .ok_or_else(ApiError::unauthorized)
 }

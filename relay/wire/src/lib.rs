@@ -70,6 +70,15 @@ pub mod events {
 pub mod headers {
     /// Retry key: a repeat within the idempotency window gets the first outcome.
     pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+    /// The credential of an `Authorization: Bearer <credential>` value (scheme case-insensitive).
+    pub fn bearer(authorization: &str) -> Option<&str> {
+        let (scheme, credential) = authorization.split_once(' ')?;
+        scheme
+            .eq_ignore_ascii_case("bearer")
+            .then(|| credential.trim())
+            .filter(|c| !c.is_empty())
+    }
 }
 
 /// True when `key` has the exact shape of a relay key: `va_` + 64 lowercase hex characters.
@@ -395,6 +404,15 @@ fn error_object_from(error: serde_json::Value) -> ErrorObject {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn bearer_credentials() {
+        assert_eq!(headers::bearer("Bearer abc"), Some("abc"));
+        assert_eq!(headers::bearer("bearer  abc "), Some("abc"));
+        assert_eq!(headers::bearer("Basic abc"), None);
+        assert_eq!(headers::bearer("Bearer "), None);
+        assert_eq!(headers::bearer("Bearerabc"), None);
+    }
 
     #[test]
     fn api_key_shape() {
