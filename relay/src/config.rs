@@ -72,6 +72,9 @@ pub struct Options {
     /// How long an offline key waits for its tab to come back, milliseconds.
     #[arg(long, env = "RELAY_RECONNECT_GRACE_MS", default_value_t = 30_000)]
     pub reconnect_grace_ms: u64,
+    /// How long a socket that connected without a token may stay without binding a key, seconds.
+    #[arg(long, env = "RELAY_UNBOUND_SOCKET_SECS", default_value_t = 60)]
+    pub unbound_socket_secs: u64,
     /// Timeout of a tool call that names none, milliseconds.
     #[arg(long, env = "RELAY_DEFAULT_TIMEOUT_MS", default_value_t = 15_000)]
     pub default_timeout_ms: u64,
@@ -125,6 +128,7 @@ pub struct Config {
     pub token_ttl: Duration,
     pub unbound_key_ttl: Duration,
     pub reconnect_grace: Duration,
+    pub unbound_socket: Duration,
     pub default_timeout: Duration,
     pub max_timeout: Duration,
     pub max_body_bytes: usize,
@@ -245,6 +249,7 @@ impl Config {
             token_ttl: Duration::from_secs(o.token_ttl_secs),
             unbound_key_ttl: Duration::from_secs(o.unbound_key_ttl_secs),
             reconnect_grace: Duration::from_millis(o.reconnect_grace_ms),
+            unbound_socket: Duration::from_secs(o.unbound_socket_secs),
             default_timeout: Duration::from_millis(o.default_timeout_ms),
             max_timeout: Duration::from_millis(o.max_timeout_ms),
             max_body_bytes: o.max_body_bytes,

@@ -97,7 +97,22 @@ async fn authenticate(
     check_token(&s, &app, auth.ok())?;
     s.on(events::REGISTER, on_register);
     s.on_disconnect(on_disconnect);
+    if s.extensions.get::<HandshakeToken>().is_none() {
+        close_if_never_bound(s, app.config.unbound_socket);
+    }
     Ok(())
+}
+
+/// A socket that came without a token must register within the bound, or it is closed: idle
+/// unbound sockets would otherwise hold memory for nothing.
+fn close_if_never_bound(s: SocketRef, bound: std::time::Duration) {
+    tokio::spawn(async move {
+        tokio::time::sleep(bound).await;
+        if s.connected() && s.extensions.get::<BoundKey>().is_none() {
+            tracing::debug!(sid = %s.id, "closing a socket that never bound a key");
+            let _ = s.disconnect();
+        }
+    });
 }
 
 fn check_token(s: &SocketRef, app: &App, auth: Option<Value>) -> Result<(), Refusal> {

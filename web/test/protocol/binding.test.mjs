@@ -229,3 +229,21 @@ test('a register emitted at once (buffered before connect, the seed frontend\'s 
     tab.close();
   }
 });
+
+test('a socket that connects without a token and never registers is closed after the bound', async () => {
+  const short = await startRelay({ RELAY_UNBOUND_SOCKET_SECS: '1' }, { name: 'relay-unbound' });
+  try {
+    const idle = short.tab();
+    await idle.connected();
+    const t = await short.token();
+    const registered = short.tab();
+    await registered.connected();
+    assert.deepEqual(await registered.register(t.apiKey), { ok: true });
+    assert.deepEqual(await idle.next('disconnect', () => true, 4000), ['io server disconnect']);
+    await sleep(300);
+    assert.equal(registered.socket.connected, true, 'a socket that bound stays');
+    registered.close();
+  } finally {
+    await short.stop();
+  }
+});
