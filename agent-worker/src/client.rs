@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use rand::RngCore;
+use relay_wire::Fp;
 use relay_wire::{
-    ErrorBody, ErrorCode, KeyStatus, RevokeResponse, Secret, ToolCallResponse, fingerprint, headers,
+    ErrorBody, ErrorCode, KeyStatus, RevokeResponse, Secret, ToolCallResponse, headers,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -195,7 +196,7 @@ impl RelayClient {
             match outcome {
                 Err(err) if attempt < self.config.retries && retryable(&err) => {
                     let wait = self.config.backoff * 2u32.pow(attempt);
-                    tracing::debug!(key = %fingerprint(api_key), tool = tool_name, attempt, cause = %err, "retrying tool call");
+                    tracing::debug!(key = %Fp(api_key), tool = tool_name, attempt, cause = %err, "retrying tool call");
                     attempt += 1;
                     tokio::time::sleep(wait).await;
                 }

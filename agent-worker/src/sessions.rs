@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use dashmap::DashMap;
+use relay_wire::Fp;
 use relay_wire::fingerprint;
 use serde::Serialize;
 use tokio::time::Instant;
@@ -106,7 +107,7 @@ impl Sessions {
             }
         });
         if opened {
-            tracing::info!(key = %fingerprint(key), room, identity, source, mode = self.modes.initial(), "session opened");
+            tracing::info!(key = %Fp(key), room, identity, source, mode = self.modes.initial(), "session opened");
         }
         opened
     }
@@ -127,7 +128,7 @@ impl Sessions {
             .collect::<Vec<_>>()
             .join(",");
         tracing::info!(
-            key = %fingerprint(key),
+            key = %Fp(key),
             room = %session.room,
             reason,
             duration_ms = session.opened.elapsed().as_millis() as u64,
@@ -205,7 +206,7 @@ impl Sessions {
     fn transitioned(key: &str, state: &mut SessionState, from: &str) {
         let now = Instant::now();
         tracing::info!(
-            key = %fingerprint(key),
+            key = %Fp(key),
             from,
             to = state.stack.active(),
             in_previous_ms = now.duration_since(state.mode_since).as_millis() as u64,
@@ -221,10 +222,10 @@ impl Sessions {
         let mode = self.mode(key);
         match outcome {
             Ok(()) => {
-                tracing::info!(key = %fingerprint(key), tool, mode = mode.as_deref().unwrap_or("-"), duration_ms = ms, outcome = "ok", "tool call")
+                tracing::info!(key = %Fp(key), tool, mode = mode.as_deref().unwrap_or("-"), duration_ms = ms, outcome = "ok", "tool call")
             }
             Err(e) => {
-                tracing::info!(key = %fingerprint(key), tool, mode = mode.as_deref().unwrap_or("-"), duration_ms = ms, outcome = %e.code, "tool call")
+                tracing::info!(key = %Fp(key), tool, mode = mode.as_deref().unwrap_or("-"), duration_ms = ms, outcome = %e.code, "tool call")
             }
         }
         if let Some(session) = self.map.get(key) {

@@ -14,7 +14,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use livekit_api::access_token::TokenVerifier;
 use livekit_api::webhooks::WebhookReceiver;
-use relay_wire::{ErrorCode, ParticipantMetadata, Secret, fingerprint, is_api_key};
+use relay_wire::Fp;
+use relay_wire::{ErrorCode, ParticipantMetadata, Secret, is_api_key};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -161,12 +162,12 @@ async fn livekit_webhook(
 async fn revoke(state: &ServeState, key: &str) {
     match state.worker.client.revoke(key).await {
         Ok(r) => {
-            tracing::info!(key = %fingerprint(key), tab_notified = r.tab_notified, "key revoked at the relay")
+            tracing::info!(key = %Fp(key), tab_notified = r.tab_notified, "key revoked at the relay")
         }
         Err(e) if e.is(ErrorCode::UnknownKey) => {
-            tracing::debug!(key = %fingerprint(key), "key already gone at the relay")
+            tracing::debug!(key = %Fp(key), "key already gone at the relay")
         }
-        Err(e) => tracing::warn!(key = %fingerprint(key), cause = %e, "could not revoke the key"),
+        Err(e) => tracing::warn!(key = %Fp(key), cause = %e, "could not revoke the key"),
     }
 }
 

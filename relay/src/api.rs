@@ -81,8 +81,7 @@ fn issue_token(app: &App, peer: SocketAddr, req: &TokenRequest) -> Response {
         .into_response();
     }
     match app.tokens.mint(req) {
-        Ok(minted) => {
-            let r = minted.response;
+        Ok(r) => {
             app.keys.issue(&r.api_key, r.expires_at);
             app.metrics.tokens_issued.inc();
             tracing::info!(key = %Fp(&r.api_key), identity = %r.identity, room = %r.room_name, "token issued");
@@ -294,27 +293,26 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
         let _inflight = task_app.drain.enter();
         let started = tokio::time::Instant::now();
         let result = calls::run(&task_app, &call).await;
-        let outcome = match result {
-            Ok(result) => Outcome {
-                status: StatusCode::OK,
-                body: encode(&ToolCallResponse {
-                    ok: true,
-                    call_id: call.call_id.to_string(),
-                    result,
-                }),
-            },
+        let (outcome, code) = match result {
+            Ok(result) => (
+                Outcome {
+                    status: StatusCode::OK,
+                    body: encode(&ToolCallResponse {
+                        ok: true,
+                        call_id: call.call_id.to_string(),
+                        result,
+                    }),
+                },
+                Ok(()),
+            ),
             Err(err) => {
                 let err = err.with_call_id(&call.call_id);
-                Outcome {
+                let outcome = Outcome {
                     status: err.status(),
                     body: encode(&err.body()),
-                }
+                };
+                (outcome, Err(err.code))
             }
-        };
-        let code = if outcome.status == StatusCode::OK {
-            Ok(())
-        } else {
-            Err(code_of(outcome.status, &outcome.body))
         };
         task_app
             .metrics
@@ -351,23 +349,6 @@ fn internal_outcome() -> Outcome {
         status: e.status(),
         body: encode(&e.body()),
     }
-}
-
-/// The error code of an encoded failure body (for metrics).
-fn code_of(status: StatusCode, body: &[u8]) -> ErrorCode {
-    serde_json::from_slice::<relay_wire::ErrorBody>(body)
-        .ok()
-        .and_then(|b| {
-            ErrorCode::ALL
-                .into_iter()
-                .find(|c| c.as_str() == b.error.code)
-        })
-        .unwrap_or_else(|| {
-            ErrorCode::ALL
-                .into_iter()
-                .find(|c| c.http_status() == status.as_u16())
-                .unwrap_or(ErrorCode::Internal)
-        })
 }
 
 fn key_param(api_key: &str) -> Result<(), ApiError> {

@@ -65,11 +65,6 @@ pub struct TokenService {
     ttl: Duration,
 }
 
-/// A freshly minted token with its key.
-pub struct Minted {
-    pub response: TokenResponse,
-}
-
 impl TokenService {
     pub fn new(api_key: &str, api_secret: &Secret, livekit_url: &str, ttl: Duration) -> Self {
         TokenService {
@@ -82,7 +77,7 @@ impl TokenService {
     }
 
     /// Mints a new key and a LiveKit token carrying it for one tab.
-    pub fn mint(&self, request: &TokenRequest) -> Result<Minted, ApiError> {
+    pub fn mint(&self, request: &TokenRequest) -> Result<TokenResponse, ApiError> {
         let name = validate_name("participantName", request.participant_name.as_deref())?;
         let room = validate_name("roomName", request.room_name.as_deref())?;
         if let Some(room) = room
@@ -123,15 +118,13 @@ impl TokenService {
                 ApiError::new(relay_wire::ErrorCode::Internal, "token signing failed")
             })?;
 
-        Ok(Minted {
-            response: TokenResponse {
-                token,
-                url: self.livekit_url.clone(),
-                room_name,
-                identity,
-                api_key,
-                expires_at: exp,
-            },
+        Ok(TokenResponse {
+            token,
+            url: self.livekit_url.clone(),
+            room_name,
+            identity,
+            api_key,
+            expires_at: exp,
         })
     }
 
@@ -214,8 +207,7 @@ mod tests {
                 participant_name: Some("Ada".into()),
                 room_name: Some("room-1".into()),
             })
-            .unwrap()
-            .response;
+            .unwrap();
         assert_eq!(minted.room_name, "room-1");
         let v = s.verify(&minted.token).unwrap();
         assert_eq!(v.api_key, minted.api_key);
@@ -237,7 +229,7 @@ mod tests {
             "ws://x",
             Duration::from_secs(600),
         );
-        let forged = other.mint(&TokenRequest::default()).unwrap().response.token;
+        let forged = other.mint(&TokenRequest::default()).unwrap().token;
         assert!(matches!(s.verify(&forged), Err(TokenError::Invalid(_))));
         assert!(matches!(s.verify(""), Err(TokenError::Missing)));
         assert!(matches!(s.verify("a.b.c"), Err(TokenError::Invalid(_))));

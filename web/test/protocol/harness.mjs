@@ -32,6 +32,34 @@ export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 let relayCount = 0;
 
+/**
+ * Spawns a server binary listening on port 0, sends its output to a log file, and resolves
+ * with its address once it prints "<banner> listening on http://ADDR" on `stream`.
+ */
+async function launchServer({ name, bin, args, env, stream, banner }) {
+  const logPath = join(logDir, `${name}-${process.pid}-${++relayCount}.log`);
+  const log = createWriteStream(logPath);
+  const proc = spawn(bin, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  proc.stdout.pipe(log, { end: false });
+  proc.stderr.pipe(log, { end: false });
+  const exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
+  const pattern = new RegExp(`${banner} listening on http://(\\d+\\.\\d+\\.\\d+\\.\\d+:\\d+)`);
+  const addr = await within(15000, new Promise((resolveAddr, reject) => {
+    let buffer = '';
+    const onData = (chunk) => {
+      buffer += chunk.toString();
+      const m = buffer.match(pattern);
+      if (m) {
+        proc[stream].off('data', onData);
+        resolveAddr(m[1]);
+      }
+    };
+    proc[stream].on('data', onData);
+    exited.then(({ code }) => reject(new Error(`${name} exited with ${code} before listening; see ${logPath}`)));
+  }), `${name} to listen`);
+  return { addr, proc, exited, logPath, log };
+}
+
 /** Starts a relay. `env` overrides its environment. */
 export async function startRelay(env = {}, { name = 'relay' } = {}) {
   const agentSecret = env.RELAY_AGENT_SECRET?.split(',')[0] ?? `as-${randomBytes(24).toString('hex')}`;
@@ -47,28 +75,8 @@ export async function startRelay(env = {}, { name = 'relay' } = {}) {
     RELAY_WEB_DIR: join(repoRoot, 'web/dist'),
     ...env,
   };
-  const logPath = join(logDir, `${name}-${process.pid}-${++relayCount}.log`);
-  const log = createWriteStream(logPath);
-  const proc = spawn(relayBin, [], { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-  proc.stdout.pipe(log, { end: false });
-  proc.stderr.pipe(log, { end: false });
-  const exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
-
-  const addr = await within(15000, new Promise((resolveAddr, reject) => {
-    let buffer = '';
-    const onData = (chunk) => {
-      buffer += chunk.toString();
-      const m = buffer.match(/relay listening on http:\/\/(\d+\.\d+\.\d+\.\d+:\d+)/);
-      if (m) {
-        proc.stdout.off('data', onData);
-        resolveAddr(m[1]);
-      }
-    };
-    proc.stdout.on('data', onData);
-    exited.then(({ code }) => reject(new Error(`relay exited with ${code} before listening; see ${logPath}`)));
-  }), 'the relay to listen');
-
-  const relay = new Relay({ addr, proc, exited, logPath, log, agentSecret, livekitSecret });
+  const started = await launchServer({ name, bin: relayBin, args: [], env: fullEnv, stream: 'stdout', banner: 'relay' });
+  const relay = new Relay({ ...started, agentSecret, livekitSecret });
   relay.remember(agentSecret, livekitSecret);
   return relay;
 }
@@ -285,12 +293,13 @@ export function runWorker(relay, args, env = {}, ms = 20000) {
   }), `agent-worker ${args[0]}`);
 }
 
-/** Starts `agent-worker serve` next to `relay`. */
+/** Starts `agent-worker serve` next to `relay`; its log must not hold what the relay's may not. */
 export async function startWorker(relay, env = {}) {
-  const logPath = join(logDir, `worker-${process.pid}-${++relayCount}.log`);
-  const log = createWriteStream(logPath);
   const livekitSecret = env.LIVEKIT_API_SECRET ?? relay.livekitSecret;
-  const proc = spawn(workerBin, ['serve'], {
+  const started = await launchServer({
+    name: 'worker',
+    bin: workerBin,
+    args: ['serve'],
     env: {
       PATH: process.env.PATH,
       RUST_LOG: 'debug',
@@ -301,24 +310,12 @@ export async function startWorker(relay, env = {}) {
       LIVEKIT_API_SECRET: livekitSecret,
       ...env,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stream: 'stderr',
+    banner: 'agent-worker',
   });
-  proc.stdout.pipe(log, { end: false });
-  proc.stderr.pipe(log, { end: false });
-  const exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
-  const addr = await within(15000, new Promise((resolveAddr, reject) => {
-    let buffer = '';
-    const onData = (chunk) => {
-      buffer += chunk.toString();
-      const m = buffer.match(/agent-worker listening on http:\/\/(\d+\.\d+\.\d+\.\d+:\d+)/);
-      if (m) { proc.stderr.off('data', onData); resolveAddr(m[1]); }
-    };
-    proc.stderr.on('data', onData);
-    exited.then(({ code }) => reject(new Error(`agent-worker exited with ${code}; see ${logPath}`)));
-  }), 'the worker to listen');
-  const worker = new Relay({ addr, proc, exited, logPath, log, agentSecret: relay.agentSecret, livekitSecret });
-  worker.remember(relay.agentSecret, livekitSecret, env.VAPI_SECRET);
-  for (const s of relay.secrets) worker.remember(s);
+  const worker = new Relay({ ...started, agentSecret: relay.agentSecret, livekitSecret });
+  worker.remember(livekitSecret, env.VAPI_SECRET);
+  relay.share(worker);
   return worker;
 }
 

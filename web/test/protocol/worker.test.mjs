@@ -14,7 +14,6 @@ let worker;
 before(async () => {
   relay = await startRelay();
   worker = await startWorker(relay, { VAPI_SECRET });
-  relay.share(worker);
 });
 after(async () => { await worker?.stop(); await relay?.stop(); });
 
