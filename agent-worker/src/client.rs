@@ -236,7 +236,9 @@ impl RelayClient {
 /// A transport failure or a draining relay is worth another attempt (same Idempotency-Key, so
 /// the relay replays rather than re-emits). Anything the relay decided is final.
 fn retryable(err: &ToolError) -> bool {
-    err.status.is_none() && err.code == "relay_unreachable" || err.is(ErrorCode::ShuttingDown)
+    err.status.is_none() && err.code == "relay_unreachable"
+        || err.is(ErrorCode::ShuttingDown)
+        || err.is(ErrorCode::Unavailable)
 }
 
 fn transport_error(err: &reqwest::Error) -> ToolError {

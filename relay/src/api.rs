@@ -12,12 +12,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use relay_wire::{
-    ErrorCode, RevokeResponse, TokenRequest, ToolCallRequest, ToolCallResponse, headers,
-    is_api_key, is_tool_name,
+    ErrorCode, KeyState, KeyStatus, RevokeReason, RevokeResponse, TokenRequest, ToolCallRequest,
+    ToolCallResponse, headers, is_api_key, is_tool_name,
 };
 
 use crate::App;
 use crate::calls::{self, Call};
+use crate::cluster::{self, Cluster};
 use crate::error::{ApiError, encode, json_response};
 use crate::idempotency::{self, Claim, Outcome};
 use crate::tabs;
@@ -53,7 +54,7 @@ async fn token_post(
         parse_object::<TokenRequest>(&body)
     };
     match parsed {
-        Ok(req) => issue_token(&app, peer, &req),
+        Ok(req) => issue_token(&app, peer, &req).await,
         Err(e) => e.into_response(),
     }
 }
@@ -64,36 +65,45 @@ async fn token_get(
     query: Result<Query<TokenRequest>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     match query {
-        Ok(Query(req)) => issue_token(&app, peer, &req),
+        Ok(Query(req)) => issue_token(&app, peer, &req).await,
         Err(e) => ApiError::invalid(format!("invalid query: {}", e.body_text())).into_response(),
     }
 }
 
-fn issue_token(app: &App, peer: SocketAddr, req: &TokenRequest) -> Response {
-    if app.drain.is_draining() {
-        return ApiError::shutting_down().into_response();
-    }
-    if app.token_limiter.check_key(&peer.ip()).is_err() {
-        return ApiError::new(
-            ErrorCode::RateLimited,
-            "too many tokens requested from this address; try again in a minute",
-        )
-        .into_response();
-    }
-    match app.tokens.mint(req) {
-        Ok(r) => {
-            app.keys.issue(&r.api_key, r.expires_at);
-            app.metrics.tokens_issued.inc();
-            tracing::info!(key = %Fp(&r.api_key), identity = %r.identity, room = %r.room_name, "token issued");
-            let mut response = json_response(StatusCode::OK, encode(&r));
-            response.headers_mut().insert(
-                header::CACHE_CONTROL,
-                header::HeaderValue::from_static("no-store"),
-            );
-            response
-        }
+async fn issue_token(app: &App, peer: SocketAddr, req: &TokenRequest) -> Response {
+    match issue_token_inner(app, peer, req).await {
+        Ok(response) => response,
         Err(e) => e.into_response(),
     }
+}
+
+async fn issue_token_inner(
+    app: &App,
+    peer: SocketAddr,
+    req: &TokenRequest,
+) -> Result<Response, ApiError> {
+    if app.drain.is_draining() {
+        return Err(ApiError::shutting_down());
+    }
+    if !app.may_issue_token(peer.ip()).await? {
+        return Err(ApiError::new(
+            ErrorCode::RateLimited,
+            "too many tokens requested from this address; try again in a minute",
+        ));
+    }
+    let r = app.tokens.mint(req)?;
+    if let Some(c) = &app.cluster {
+        c.issue(&cluster::rid(&r.api_key), r.expires_at).await?;
+    }
+    app.keys.issue(&r.api_key, r.expires_at);
+    app.metrics.tokens_issued.inc();
+    tracing::info!(key = %Fp(&r.api_key), identity = %r.identity, room = %r.room_name, "token issued");
+    let mut response = json_response(StatusCode::OK, encode(&r));
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    Ok(response)
 }
 
 // ---- agent API -------------------------------------------------------------------------------
@@ -197,7 +207,7 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
         return Err(ApiError::shutting_down());
     }
     let agent = authorize(&app, request.headers())?;
-    if !app.agent_may_call(agent) {
+    if !app.agent_may_call(agent).await? {
         return Err(ApiError::new(
             ErrorCode::RateLimited,
             format!(
@@ -259,28 +269,33 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
                 call.params.as_deref().map(|p| p.get()),
                 call.await_result,
             );
-            match app.idempotency.claim(&call.api_key, &idem, fp) {
-                Claim::Run(tx) => Some(tx),
-                Claim::Conflict => {
-                    return Err(ApiError::invalid(
-                        "this Idempotency-Key was already used with a different request",
-                    ));
-                }
-                Claim::Replay(mut rx) => {
-                    // The first call is bounded by its own timeout; this bound only guards
-                    // against a first call that vanished without recording.
-                    let wait = app.config.max_timeout + app.config.drain;
-                    let outcome = tokio::time::timeout(wait, rx.wait_for(Option::is_some)).await;
-                    return match outcome {
-                        Ok(Ok(o)) => {
-                            let o = o.clone().unwrap_or_else(internal_outcome);
-                            Ok(json_response(o.status, o.body))
-                        }
-                        _ => Ok({
-                            let o = internal_outcome();
-                            json_response(o.status, o.body)
+            match &app.cluster {
+                None => match app.idempotency.claim(&call.api_key, &idem, fp) {
+                    Claim::Run(tx) => Some(Recorder::Local(tx)),
+                    Claim::Conflict => return Err(idempotency_conflict()),
+                    Claim::Replay(mut rx) => {
+                        // The first call is bounded by its own timeout; this bound only guards
+                        // against a first call that vanished without recording.
+                        let wait = app.config.max_timeout + app.config.drain;
+                        let outcome =
+                            tokio::time::timeout(wait, rx.wait_for(Option::is_some)).await;
+                        let o = match outcome {
+                            Ok(Ok(o)) => o.clone().unwrap_or_else(internal_outcome),
+                            _ => internal_outcome(),
+                        };
+                        return Ok(json_response(o.status, o.body));
+                    }
+                },
+                Some(c) => {
+                    let rid = cluster::rid(&call.api_key);
+                    match shared_claim(&app, c, &rid, &idem, fp, call.timeout).await? {
+                        None => Some(Recorder::Shared {
+                            cluster: c.clone(),
+                            rid,
+                            idem,
                         }),
-                    };
+                        Some(o) => return Ok(json_response(o.status, o.body)),
+                    }
                 }
             }
         }
@@ -326,8 +341,19 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
             took_us = started.elapsed().as_micros() as u64,
             "tool call"
         );
-        if let Some(tx) = recorder {
-            tx.send_replace(Some(outcome.clone()));
+        match recorder {
+            None => {}
+            Some(Recorder::Local(tx)) => {
+                tx.send_replace(Some(outcome.clone()));
+            }
+            Some(Recorder::Shared { cluster, rid, idem }) => {
+                let recorded = cluster
+                    .idem_record(&rid, &idem, outcome.status.as_u16(), &outcome.body)
+                    .await;
+                if recorded.is_err() {
+                    tracing::warn!(call_id = %call.call_id, "outcome not recorded for retries: Redis unreachable");
+                }
+            }
         }
         outcome
     });
@@ -337,6 +363,67 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
             tracing::error!(cause = %err, "tool call task failed");
             Err(ApiError::new(ErrorCode::Internal, "internal error"))
         }
+    }
+}
+
+/// Where a call with an `Idempotency-Key` records its outcome for retries.
+enum Recorder {
+    Local(tokio::sync::watch::Sender<Option<Outcome>>),
+    Shared {
+        cluster: Arc<Cluster>,
+        rid: String,
+        idem: String,
+    },
+}
+
+fn idempotency_conflict() -> ApiError {
+    ApiError::invalid("this Idempotency-Key was already used with a different request")
+}
+
+/// How often a retry on any node looks for the first call's outcome in Redis.
+const REPLAY_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Claims an `Idempotency-Key` in Redis. `None`: run the call; `Some`: the outcome to replay
+/// (the first call's, waited for if it is still running, on whichever node it runs).
+async fn shared_claim(
+    app: &App,
+    c: &Cluster,
+    rid: &str,
+    idem: &str,
+    fp: u64,
+    timeout: std::time::Duration,
+) -> Result<Option<Outcome>, ApiError> {
+    let now_ms = crate::tokens::unix_now().as_millis() as u64;
+    // The first call ends by its own deadline (plus a forced drain); past that it was lost.
+    let until_ms = now_ms + (timeout + app.config.drain).as_millis() as u64 + 2000;
+    let hard_stop =
+        tokio::time::Instant::now() + app.config.max_timeout + app.config.drain + REPLAY_POLL * 100;
+    let mut first = true;
+    loop {
+        match c
+            .idem_claim(rid, idem, fp, until_ms, idempotency::WINDOW)
+            .await?
+        {
+            cluster::IdemClaim::Run if first => return Ok(None),
+            cluster::IdemClaim::Run => return Ok(Some(internal_outcome())),
+            cluster::IdemClaim::Conflict => return Err(idempotency_conflict()),
+            cluster::IdemClaim::Done { status, body } => {
+                let status =
+                    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                return Ok(Some(Outcome {
+                    status,
+                    body: Bytes::from(body),
+                }));
+            }
+            cluster::IdemClaim::Pending { until_ms } => {
+                let now_ms = crate::tokens::unix_now().as_millis() as u64;
+                if now_ms > until_ms || tokio::time::Instant::now() > hard_stop {
+                    return Ok(Some(internal_outcome()));
+                }
+            }
+        }
+        first = false;
+        tokio::time::sleep(REPLAY_POLL).await;
     }
 }
 
@@ -366,14 +453,33 @@ async fn key_status(
     headers: HeaderMap,
     Path(api_key): Path<String>,
 ) -> Response {
-    let result = (|| {
+    let result = async {
         authorize(&app, &headers)?;
         key_param(&api_key)?;
-        app.keys.status(&api_key).ok_or_else(ApiError::unknown_key)
-    })();
+        let status = match &app.cluster {
+            None => app.keys.status(&api_key),
+            Some(c) => c
+                .status(&cluster::rid(&api_key))
+                .await?
+                .map(|s| shared_status(&api_key, s)),
+        };
+        status.ok_or_else(ApiError::unknown_key)
+    }
+    .await;
     match result {
         Ok(status) => json_response(StatusCode::OK, encode(&status)),
         Err(e) => e.into_response(),
+    }
+}
+
+fn shared_status(api_key: &str, s: cluster::StoredStatus) -> KeyStatus {
+    let now_ms = crate::tokens::unix_now().as_millis() as u64;
+    KeyStatus {
+        ok: true,
+        state: s.state,
+        fingerprint: crate::config::fingerprint(api_key),
+        since_ms: s.since_ms,
+        grace_ends_ms: (s.state == KeyState::Offline).then(|| now_ms + s.ttl_ms.unwrap_or(0)),
     }
 }
 
@@ -382,20 +488,17 @@ async fn key_revoke(
     headers: HeaderMap,
     Path(api_key): Path<String>,
 ) -> Response {
-    let result = (|| {
+    let result = async {
         if app.drain.is_draining() {
             return Err(ApiError::shutting_down());
         }
         authorize(&app, &headers)?;
         key_param(&api_key)?;
-        app.keys.revoke(&api_key).ok_or_else(ApiError::unknown_key)
-    })();
+        revoke(&app, &api_key).await
+    }
+    .await;
     match result {
-        Ok(displaced) => {
-            let tab_notified = displaced.is_some();
-            if let Some(old) = displaced {
-                tabs::dismiss(old);
-            }
+        Ok(tab_notified) => {
             tracing::info!(key = %Fp(&api_key), tab_notified, "key revoked");
             json_response(
                 StatusCode::OK,
@@ -406,6 +509,31 @@ async fn key_revoke(
             )
         }
         Err(e) => e.into_response(),
+    }
+}
+
+/// Revokes a key wherever its tab is; true when a tab was told.
+async fn revoke(app: &App, api_key: &str) -> Result<bool, ApiError> {
+    let Some(c) = &app.cluster else {
+        let displaced = app.keys.revoke(api_key).ok_or_else(ApiError::unknown_key)?;
+        let tab_notified = displaced.is_some();
+        if let Some(old) = displaced {
+            tabs::dismiss(old);
+        }
+        return Ok(tab_notified);
+    };
+    match c.revoke(&cluster::rid(api_key)).await? {
+        cluster::Revoked::Unknown => Err(ApiError::unknown_key()),
+        cluster::Revoked::Done { online_on } => {
+            // The local record follows Redis (a tombstone here too).
+            if let Some(Some(old)) = app.keys.revoke(api_key) {
+                tabs::dismiss(old);
+            }
+            if online_on.as_deref().is_some_and(|n| n != c.node()) {
+                tabs::dismiss_remote(app, api_key, RevokeReason::Revoked).await;
+            }
+            Ok(online_on.is_some())
+        }
     }
 }
 
@@ -421,6 +549,11 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             Bytes::from_static(br#"{"ok":false,"reason":"draining"}"#),
         )
+    } else if app.cluster.as_ref().is_some_and(|c| !c.is_healthy()) {
+        json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Bytes::from_static(br#"{"ok":false,"reason":"redis unreachable"}"#),
+        )
     } else {
         json_response(StatusCode::OK, Bytes::from_static(br#"{"ok":true}"#))
     }
@@ -429,7 +562,9 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
 async fn metrics(State(app): State<Arc<App>>) -> Response {
     // Counted at scrape time from the sockets themselves, so the gauge cannot drift.
     if let Some(io) = app.io.get() {
-        app.metrics.connected_tabs.set(io.sockets().len() as i64);
+        app.metrics
+            .connected_tabs
+            .set(io.local_socket_count() as i64);
     }
     (
         [(

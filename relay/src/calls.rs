@@ -11,8 +11,10 @@ use socketioxide::{AckError, SendError, SocketError};
 use tokio::time::Instant;
 
 use crate::App;
+use crate::cluster::{self, Acquired, Cluster, Place};
 use crate::error::ApiError;
 use crate::keys::{AcquireError, Binding, KeyShared, WaitError};
+use crate::sockets::{ClusterAdapter, Io};
 use relay_wire::Fp;
 
 /// A validated tool call.
@@ -46,35 +48,67 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
+/// How one delivery attempt ended.
+enum Step {
+    Done(Result<Option<serde_json::Value>, ApiError>),
+    /// The tab left or moved before the call was done: find it again, within the deadline.
+    Again,
+}
+
 /// Runs one call to its end. `Ok(Some(result))` for an answered awaited call, `Ok(None)` for a
 /// delivered fire-and-forget call.
 pub async fn run(app: &App, call: &Call) -> Result<Option<serde_json::Value>, ApiError> {
-    let started = Instant::now();
-    let deadline = started + call.timeout;
+    match &app.cluster {
+        None => run_local(app, call).await,
+        Some(cluster) => run_shared(app, cluster, call).await,
+    }
+}
+
+fn too_many(app: &App) -> ApiError {
+    ApiError::new(
+        ErrorCode::RateLimited,
+        format!(
+            "this key already has {} tool calls in flight",
+            app.config.max_inflight_per_key
+        ),
+    )
+}
+
+fn tab_offline() -> ApiError {
+    ApiError::new(
+        ErrorCode::TabOffline,
+        "no tab is bound to this key and none came back within the call's timeout",
+    )
+}
+
+fn event_name(call: &Call) -> String {
+    format!("{TOOL_EVENT_PREFIX}{}", call.tool_name)
+}
+
+fn params(call: &Call) -> Result<&RawValue, ApiError> {
+    match &call.params {
+        Some(p) => Ok(p),
+        None => serde_json::from_str(EMPTY_PARAMS).map_err(|_| ApiError::invalid("params")),
+    }
+}
+
+fn meta(call: &Call, remaining: Duration) -> CallMeta {
+    CallMeta {
+        call_id: call.call_id.to_string(),
+        expects_result: call.await_result,
+        deadline_ms: call
+            .await_result
+            .then(|| remaining.as_millis().max(1) as u64),
+    }
+}
+
+/// One node: the key's state and its socket are both in this process.
+async fn run_local(app: &App, call: &Call) -> Result<Option<serde_json::Value>, ApiError> {
+    let deadline = Instant::now() + call.timeout;
     let guard = app.keys.acquire(&call.api_key).map_err(|e| match e {
         AcquireError::Unknown => ApiError::unknown_key(),
-        AcquireError::TooMany => ApiError::new(
-            ErrorCode::RateLimited,
-            format!(
-                "this key already has {} tool calls in flight",
-                app.config.max_inflight_per_key
-            ),
-        ),
+        AcquireError::TooMany => too_many(app),
     })?;
-    let event = format!("{TOOL_EVENT_PREFIX}{}", call.tool_name);
-    let params: &RawValue = match &call.params {
-        Some(p) => p,
-        None => serde_json::from_str(EMPTY_PARAMS).map_err(|_| ApiError::invalid("params"))?,
-    };
-    let key_fp = Fp(&call.api_key);
-    let _pending = call.await_result.then(|| {
-        guard.shared().add_pending(&call.call_id);
-        PendingGuard {
-            shared: guard.shared(),
-            call_id: &call.call_id,
-        }
-    });
-
     loop {
         let binding = tokio::select! {
             biased;
@@ -82,81 +116,267 @@ pub async fn run(app: &App, call: &Call) -> Result<Option<serde_json::Value>, Ap
             waited = app.keys.wait_online(&call.api_key, deadline) => match waited {
                 Ok(binding) => binding,
                 Err(WaitError::Unknown) => return Err(ApiError::unknown_key()),
-                Err(WaitError::Offline) => {
-                    return Err(ApiError::new(
-                        ErrorCode::TabOffline,
-                        "no tab is bound to this key and none came back within the call's timeout",
-                    ));
-                }
+                Err(WaitError::Offline) => return Err(tab_offline()),
             },
         };
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Err(ApiError::new(
-                ErrorCode::Timeout,
-                "the call's timeout passed",
-            ));
+        match deliver_local(app, call, &binding, guard.shared(), deadline).await {
+            Step::Done(outcome) => return outcome,
+            Step::Again => continue,
         }
-        let meta = CallMeta {
-            call_id: call.call_id.to_string(),
-            expects_result: call.await_result,
-            deadline_ms: call
-                .await_result
-                .then(|| remaining.as_millis().max(1) as u64),
-        };
-        let args = (params, &meta);
+    }
+}
 
-        if !call.await_result {
-            match binding.socket.emit(&event, &args) {
-                Ok(()) => {
-                    tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, "delivered");
-                    return Ok(None);
-                }
-                Err(err) => {
-                    send_failure(&binding, err, deadline).await?;
-                    continue;
-                }
+/// Delivers to a socket of this node and, for an awaited call, waits for its answer.
+async fn deliver_local(
+    app: &App,
+    call: &Call,
+    binding: &Binding,
+    shared: &KeyShared,
+    deadline: Instant,
+) -> Step {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    if remaining.is_zero() {
+        return Step::Done(Err(ApiError::new(
+            ErrorCode::Timeout,
+            "the call's timeout passed",
+        )));
+    }
+    let params = match params(call) {
+        Ok(p) => p,
+        Err(e) => return Step::Done(Err(e)),
+    };
+    let event = event_name(call);
+    let meta = meta(call, remaining);
+    let args = (params, &meta);
+    let key_fp = Fp(&call.api_key);
+
+    if !call.await_result {
+        return match binding.socket.emit(&event, &args) {
+            Ok(()) => {
+                tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, "delivered");
+                Step::Done(Ok(None))
             }
+            Err(err) => send_failure(binding, err, deadline).await,
+        };
+    }
+    shared.add_pending(&call.call_id);
+    let _pending = PendingGuard {
+        shared,
+        call_id: &call.call_id,
+    };
+    let ack = match binding
+        .socket
+        .emit_with_ack::<_, serde_json::Value>(remaining, &event, &args)
+    {
+        Ok(ack) => ack,
+        Err(err) => return send_failure(binding, err, deadline).await,
+    };
+    tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, "delivered, awaiting answer");
+    tokio::select! {
+        biased;
+        _ = app.drain.force.cancelled() => {
+            cancel(binding, &call.call_id);
+            Step::Done(Err(ApiError::shutting_down()))
         }
+        // The tab left, was replaced or was revoked before answering: deliver again to
+        // whichever tab binds the key next, within the same deadline.
+        _ = binding.gone.cancelled() => {
+            tracing::debug!(key = %key_fp, call_id = %call.call_id, "tab left before answering; waiting for it");
+            Step::Again
+        }
+        answer = ack => match answer {
+            Ok(value) => Step::Done(interpret(value)),
+            Err(AckError::Timeout) => {
+                cancel(binding, &call.call_id);
+                Step::Done(Err(ApiError::new(ErrorCode::Timeout, "the tab did not answer in time")))
+            }
+            Err(AckError::Decode(_)) => Step::Done(Ok(Some(serde_json::Value::Null))),
+            Err(AckError::Socket(_)) => {
+                wait_gone(binding, deadline).await;
+                Step::Again
+            }
+        },
+    }
+}
 
-        let ack = match binding
-            .socket
-            .timeout(remaining)
-            .emit_with_ack::<_, serde_json::Value>(&event, &args)
-        {
-            Ok(ack) => ack,
-            Err(err) => {
-                send_failure(&binding, err, deadline).await?;
+/// Several nodes: Redis says where the tab is; a tab on this node is reached directly, one on
+/// another node through the adapter (room = the key's digest).
+async fn run_shared(
+    app: &App,
+    cluster: &Arc<Cluster>,
+    call: &Call,
+) -> Result<Option<serde_json::Value>, ApiError> {
+    let deadline = Instant::now() + call.timeout;
+    let rid = cluster::rid(&call.api_key);
+    let _slot = match cluster.acquire(&rid).await? {
+        (Acquired::Ok, slot) => slot,
+        (Acquired::Unknown, _) => return Err(ApiError::unknown_key()),
+        (Acquired::TooMany, _) => return Err(too_many(app)),
+    };
+    let watch = cluster.watch(&rid);
+    loop {
+        let changed = watch.notify().notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let place = tokio::select! {
+            biased;
+            _ = app.drain.force.cancelled() => return Err(ApiError::shutting_down()),
+            place = cluster.lookup(&rid) => place?,
+        };
+        let step = match place {
+            Place::Unknown => return Err(ApiError::unknown_key()),
+            Place::Waiting => {
+                if Instant::now() >= deadline {
+                    return Err(tab_offline());
+                }
+                let wake = deadline.min(Instant::now() + cluster::RECHECK);
+                tokio::select! {
+                    biased;
+                    _ = app.drain.force.cancelled() => return Err(ApiError::shutting_down()),
+                    _ = tokio::time::timeout_at(wake, changed) => {}
+                }
                 continue;
             }
+            Place::Online { node, sid } if node == cluster.node() => {
+                match app.keys.local_binding(&call.api_key) {
+                    Some((binding, shared)) if binding.sid().to_string() == sid => {
+                        deliver_local(app, call, &binding, &shared, deadline).await
+                    }
+                    // Redis already names this socket, the local record lags a moment behind.
+                    _ => settle(app, deadline, changed).await?,
+                }
+            }
+            Place::Online { node, sid } => {
+                deliver_remote(app, cluster, call, &rid, (&node, &sid), deadline).await?
+            }
         };
-        tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, "delivered, awaiting answer");
+        match step {
+            Step::Done(outcome) => return outcome,
+            Step::Again if Instant::now() >= deadline => {
+                return Err(if call.await_result {
+                    ApiError::new(ErrorCode::Timeout, "the tab did not answer in time")
+                } else {
+                    tab_offline()
+                });
+            }
+            Step::Again => continue,
+        }
+    }
+}
+
+/// A short pause before looking again: until the key changes, or a few milliseconds.
+async fn settle(
+    app: &App,
+    deadline: Instant,
+    changed: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+) -> Result<Step, ApiError> {
+    let wake = deadline.min(Instant::now() + SETTLE);
+    tokio::select! {
+        biased;
+        _ = app.drain.force.cancelled() => Err(ApiError::shutting_down()),
+        _ = tokio::time::timeout_at(wake, changed) => Ok(Step::Again),
+    }
+}
+
+/// Pause when the tab is between places (its room is empty for a moment).
+const SETTLE: Duration = Duration::from_millis(25);
+
+/// Delivers through the Redis adapter to the room of a key bound on another node and, for an
+/// awaited call, waits for the answer, watching the key: if it moves (replaced, node lost and
+/// re-bound elsewhere), the call is delivered again.
+async fn deliver_remote(
+    app: &App,
+    cluster: &Cluster,
+    call: &Call,
+    rid: &str,
+    target: (&str, &str),
+    deadline: Instant,
+) -> Result<Step, ApiError> {
+    use futures_util::StreamExt;
+    let Some(Io::Cluster(io)) = app.io.get() else {
+        return Err(ApiError::unavailable());
+    };
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    if remaining.is_zero() {
+        return Ok(Step::Done(Err(ApiError::new(
+            ErrorCode::Timeout,
+            "the call's timeout passed",
+        ))));
+    }
+    let params = params(call)?;
+    let event = event_name(call);
+    let meta = meta(call, remaining);
+    let args = (params, &meta);
+    let room = rid.to_owned();
+    let key_fp = Fp(&call.api_key);
+
+    if !call.await_result {
+        io.to(room)
+            .emit(&event, &args)
+            .await
+            .map_err(|_| ApiError::unavailable())?;
+        tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, node = target.0, "delivered through another node");
+        return Ok(Step::Done(Ok(None)));
+    }
+    let acks = io
+        .to(room.clone())
+        .timeout(remaining)
+        .emit_with_ack::<_, serde_json::Value>(&event, &args)
+        .await
+        .map_err(|_| ApiError::unavailable())?;
+    tokio::pin!(acks);
+    tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, node = target.0, "delivered through another node, awaiting answer");
+    let watch = cluster.watch(rid);
+    loop {
+        let changed = watch.notify().notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let recheck = Instant::now() + cluster::RECHECK;
         tokio::select! {
             biased;
             _ = app.drain.force.cancelled() => {
-                cancel(&binding, &call.call_id);
-                return Err(ApiError::shutting_down());
+                cancel_remote(io, &room, &call.call_id);
+                return Ok(Step::Done(Err(ApiError::shutting_down())));
             }
-            // The tab left, was replaced or was revoked before answering: deliver again to
-            // whichever tab binds the key next, within the same deadline.
-            _ = binding.gone.cancelled() => {
-                tracing::debug!(key = %key_fp, call_id = %call.call_id, "tab left before answering; waiting for it");
-                continue;
+            answer = acks.next() => return Ok(match answer {
+                Some((_, Ok(value))) => Step::Done(interpret(value)),
+                Some((_, Err(AckError::Timeout))) => {
+                    cancel_remote(io, &room, &call.call_id);
+                    Step::Done(Err(ApiError::new(ErrorCode::Timeout, "the tab did not answer in time")))
+                }
+                Some((_, Err(AckError::Decode(_)))) => Step::Done(Ok(Some(serde_json::Value::Null))),
+                // The socket closed, or no node had it in its room (it is moving): find it again.
+                Some((_, Err(AckError::Socket(_)))) | None => {
+                    tokio::time::sleep_until(deadline.min(Instant::now() + SETTLE)).await;
+                    Step::Again
+                }
+            }),
+            _ = tokio::time::sleep_until(deadline) => {
+                cancel_remote(io, &room, &call.call_id);
+                return Ok(Step::Done(Err(ApiError::new(ErrorCode::Timeout, "the tab did not answer in time"))));
             }
-            answer = ack => return match answer {
-                Ok(value) => interpret(value),
-                Err(AckError::Timeout) => {
-                    cancel(&binding, &call.call_id);
-                    Err(ApiError::new(ErrorCode::Timeout, "the tab did not answer in time"))
+            _ = tokio::time::timeout_at(recheck, changed) => {
+                // The key changed (or a second passed): still the same socket?
+                let now = cluster.lookup(rid).await?;
+                let same = matches!(&now, Place::Online { node, sid } if node == target.0 && sid == target.1);
+                if !same {
+                    tracing::debug!(key = %key_fp, call_id = %call.call_id, "tab moved before answering; delivering again");
+                    return Ok(Step::Again);
                 }
-                Err(AckError::Decode(_)) => Ok(Some(serde_json::Value::Null)),
-                Err(AckError::Socket(_)) => {
-                    wait_gone(&binding, deadline).await;
-                    continue;
-                }
-            },
+            }
         }
     }
+}
+
+/// Tells a tab on another node that an awaited call ended without its answer. Best effort.
+fn cancel_remote(io: &socketioxide::SocketIo<ClusterAdapter>, room: &str, call_id: &str) {
+    let op = io.to(room.to_owned());
+    let event = CancelEvent {
+        call_id: call_id.to_owned(),
+    };
+    tokio::spawn(async move {
+        let _ = op.emit(events::CANCEL, &event).await;
+    });
 }
 
 /// Reads the tab's acknowledgement.
@@ -188,21 +408,19 @@ fn truncate(s: &mut String, max: usize) {
 
 /// An emit that could not be queued. A closed socket means the tab is leaving: wait for its
 /// binding to end (the disconnect handler marks it) and then for a new one.
-async fn send_failure(
-    binding: &Binding,
-    err: SendError,
-    deadline: Instant,
-) -> Result<(), ApiError> {
+async fn send_failure(binding: &Binding, err: SendError, deadline: Instant) -> Step {
     match err {
         SendError::Socket(SocketError::Closed) => {
             wait_gone(binding, deadline).await;
-            Ok(())
+            Step::Again
         }
-        SendError::Socket(SocketError::InternalChannelFull) => Err(ApiError::new(
+        SendError::Socket(SocketError::InternalChannelFull) => Step::Done(Err(ApiError::new(
             ErrorCode::RateLimited,
             "the tab's send buffer is full; it is not keeping up",
-        )),
-        SendError::Serialize(_) => Err(ApiError::invalid("params could not be encoded")),
+        ))),
+        SendError::Serialize(_) => {
+            Step::Done(Err(ApiError::invalid("params could not be encoded")))
+        }
     }
 }
 

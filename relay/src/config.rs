@@ -124,6 +124,8 @@ pub struct Config {
     pub livekit_api_secret: Secret,
     pub agent_secrets: Vec<Secret>,
     pub allowed_origins: Vec<String>,
+    /// Several nodes on this Redis; `None` for one node in memory. May hold a password.
+    pub redis_url: Option<Secret>,
     pub web_dir: std::path::PathBuf,
     pub token_ttl: Duration,
     pub unbound_key_ttl: Duration,
@@ -173,9 +175,16 @@ impl Config {
                 }
             }
         }
-        if o.redis_url.as_deref().is_some_and(|u| !u.trim().is_empty()) {
+        let redis_url = o
+            .redis_url
+            .map(|u| u.trim().to_owned())
+            .filter(|u| !u.is_empty());
+        if let Some(url) = &redis_url
+            && !(url.starts_with("redis://") || url.starts_with("redis+unix://"))
+        {
             problems.push(
-                "RELAY_REDIS_URL is set, but this build runs a single node only; unset it".into(),
+                "RELAY_REDIS_URL must start with redis:// or redis+unix:// (TLS is not built in)"
+                    .into(),
             );
         }
         if !(o.livekit_url.starts_with("ws://")
@@ -245,6 +254,7 @@ impl Config {
             livekit_api_secret: Secret::new(livekit_api_secret),
             agent_secrets,
             allowed_origins,
+            redis_url: redis_url.map(Secret::new),
             web_dir: o.web_dir,
             token_ttl: Duration::from_secs(o.token_ttl_secs),
             unbound_key_ttl: Duration::from_secs(o.unbound_key_ttl_secs),

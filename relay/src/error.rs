@@ -50,6 +50,13 @@ impl ApiError {
         ApiError::new(ErrorCode::ShuttingDown, "the relay is shutting down")
     }
 
+    pub fn unavailable() -> Self {
+        ApiError::new(
+            ErrorCode::Unavailable,
+            "the relay cannot reach its shared state store (Redis); retry shortly",
+        )
+    }
+
     pub fn body(&self) -> ErrorBody {
         ErrorBody::new(self.code, self.message.clone(), self.call_id.clone())
     }

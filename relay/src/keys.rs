@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 use relay_wire::{KeyState, KeyStatus, RevokeReason};
-use socketioxide::extract::SocketRef;
 use socketioxide::socket::Sid;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -22,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::fingerprint;
 use crate::metrics::Metrics;
+use crate::sockets::TabSocket;
 use crate::tokens::unix_now;
 use relay_wire::Fp;
 
@@ -29,13 +29,13 @@ use relay_wire::Fp;
 /// closed, replaced, revoked), which is how a call waiting for an answer learns its tab left.
 #[derive(Clone)]
 pub struct Binding {
-    pub socket: SocketRef,
+    pub socket: TabSocket,
     pub gone: CancellationToken,
 }
 
 impl Binding {
     pub fn sid(&self) -> Sid {
-        self.socket.id
+        self.socket.id()
     }
 }
 
@@ -201,7 +201,7 @@ impl Keys {
         &self,
         key: &str,
         proof: Proof,
-        socket: &SocketRef,
+        socket: &TabSocket,
     ) -> Result<Option<Displaced>, BindError> {
         let now = Instant::now();
         let binding = Binding {
@@ -235,7 +235,7 @@ impl Keys {
         match (&entry.state, proof) {
             (State::Revoked, _) => return Err(BindError::Revoked),
             (_, Proof::BareKey) if entry.ever_bound => return Err(BindError::TokenRequired),
-            (State::Online(b), _) if b.sid() == socket.id => return Ok(None),
+            (State::Online(b), _) if b.sid() == socket.id() => return Ok(None),
             _ => {}
         }
         if let Proof::Token { exp } = proof {
@@ -411,6 +411,31 @@ impl Keys {
             tracing::debug!(key = %Fp(key), "key removed");
         }
         expired.len()
+    }
+
+    /// The live binding of `key` on this node, if any.
+    pub fn local_binding(&self, key: &str) -> Option<(Binding, Arc<KeyShared>)> {
+        let entry = self.map.get(key)?;
+        match &entry.state {
+            State::Online(b) => Some((b.clone(), entry.shared.clone())),
+            _ => None,
+        }
+    }
+
+    /// Every live binding with its key and its token's expiry (Unix seconds).
+    pub fn bound(&self) -> Vec<(Arc<str>, Binding, u64)> {
+        let now = Instant::now();
+        let now_unix = unix_now();
+        self.map
+            .iter()
+            .filter_map(|e| match &e.state {
+                State::Online(b) => {
+                    let left = e.token_exp.saturating_duration_since(now);
+                    Some((e.key().clone(), b.clone(), (now_unix + left).as_secs()))
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     /// Every live binding (used at shutdown to tell tabs).

@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod calls;
+pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod healthcheck;
@@ -13,6 +14,7 @@ pub mod idempotency;
 pub mod keys;
 pub mod metrics;
 pub mod shutdown;
+pub mod sockets;
 pub mod tabs;
 pub mod tokens;
 
@@ -30,11 +32,14 @@ use tokio::net::TcpListener;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::services::ServeDir;
 
+use crate::cluster::Cluster;
 use crate::config::Config;
+use crate::error::ApiError;
 use crate::idempotency::Idempotency;
 use crate::keys::{Keys, LifecycleConfig};
 use crate::metrics::Metrics;
 use crate::shutdown::Drain;
+use crate::sockets::{ClusterAdapter, Io};
 use crate::tokens::TokenService;
 
 /// Everything the handlers share. One per relay process.
@@ -46,14 +51,16 @@ pub struct App {
     pub idempotency: Idempotency,
     pub drain: Drain,
     pub token_limiter: DefaultKeyedRateLimiter<IpAddr>,
-    /// The Socket.IO handle, set once by [`build`] (read for metrics at scrape time).
-    pub io: std::sync::OnceLock<SocketIo>,
+    /// The Socket.IO handle, set once by [`build`].
+    pub io: std::sync::OnceLock<Io>,
+    /// Several nodes: the shared state in Redis. `None` on a single node.
+    pub cluster: Option<Arc<Cluster>>,
     /// SHA-256 of each agent secret, and that agent's call-rate limiter (same order).
     agents: Vec<([u8; 32], DefaultDirectRateLimiter)>,
 }
 
 impl App {
-    pub fn new(config: Config) -> Arc<App> {
+    pub fn new(config: Config, cluster: Option<Arc<Cluster>>) -> Arc<App> {
         let metrics = Arc::new(Metrics::new());
         let keys = Keys::new(
             LifecycleConfig {
@@ -89,8 +96,25 @@ impl App {
             drain: Drain::default(),
             token_limiter,
             io: std::sync::OnceLock::new(),
+            cluster,
             agents,
         })
+    }
+
+    /// Connects to Redis when `RELAY_REDIS_URL` is set.
+    pub async fn connect_cluster(config: &Config) -> anyhow::Result<Option<Arc<Cluster>>> {
+        let Some(url) = &config.redis_url else {
+            return Ok(None);
+        };
+        let settings = cluster::Settings {
+            grace: config.reconnect_grace,
+            unbound_ttl: config.unbound_key_ttl,
+            max_inflight: config.max_inflight_per_key,
+            inflight_ttl: config.max_timeout + config.drain + Duration::from_secs(10),
+        };
+        let cluster = Cluster::connect(url.expose(), settings).await?;
+        tracing::info!(node = cluster.node(), "several-node mode: state in Redis");
+        Ok(Some(cluster))
     }
 
     /// Finds which agent secret `presented` is, comparing SHA-256 digests in constant time
@@ -109,11 +133,33 @@ impl App {
         bool::from(found).then_some(index as usize)
     }
 
-    /// Takes one call from agent `index`'s rate budget; false when it is spent.
-    pub fn agent_may_call(&self, index: usize) -> bool {
-        self.agents
-            .get(index)
-            .is_some_and(|(_, limiter)| limiter.check().is_ok())
+    /// Takes one call from agent `index`'s rate budget; false when it is spent. With several
+    /// nodes the budget is shared by all of them.
+    pub async fn agent_may_call(&self, index: usize) -> Result<bool, ApiError> {
+        let Some((digest, limiter)) = self.agents.get(index) else {
+            return Ok(false);
+        };
+        match &self.cluster {
+            None => Ok(limiter.check().is_ok()),
+            Some(c) => {
+                let bucket = format!("a:{}", hex::encode(&digest[..8]));
+                let limit = self.config.agent_rate_per_sec;
+                Ok(c.rate(&bucket, limit, Duration::from_secs(1)).await?)
+            }
+        }
+    }
+
+    /// Takes one token from `ip`'s issuance budget; false when it is spent. With several nodes
+    /// the budget is shared by all of them.
+    pub async fn may_issue_token(&self, ip: IpAddr) -> Result<bool, ApiError> {
+        match &self.cluster {
+            None => Ok(self.token_limiter.check_key(&ip).is_ok()),
+            Some(c) => {
+                let bucket = format!("t:{ip}");
+                let limit = self.config.token_rate_per_min;
+                Ok(c.rate(&bucket, limit, Duration::from_secs(60)).await?)
+            }
+        }
     }
 
     /// Whether a browser `Origin` may open a socket: listed in `RELAY_ALLOWED_ORIGINS` (or `*`),
@@ -161,18 +207,40 @@ impl App {
 /// How often expired keys, idempotency outcomes and rate-limit cells are swept.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
-/// Builds the whole service: HTTP routes, the Socket.IO layer, CORS, the demo page.
-pub fn build(app: Arc<App>) -> (Router, SocketIo) {
-    let (layer, io) = SocketIo::builder()
+/// Builds the whole service: HTTP routes, the Socket.IO layer (on the Redis adapter when the
+/// app runs on several nodes), CORS, the demo page.
+pub async fn build(app: Arc<App>) -> anyhow::Result<(Router, Io)> {
+    let builder = SocketIo::builder()
         .with_state(app.clone())
         .ping_interval(Duration::from_secs(15))
         .ping_timeout(Duration::from_secs(10))
         // Tabs send small acknowledgements; the read buffer grows for a large one when needed.
-        .ws_read_buffer_size(1024)
-        .build_layer();
-    tabs::attach(&io);
-    let _ = app.io.set(io.clone());
+        .ws_read_buffer_size(1024);
+    let (layer, io) = match &app.cluster {
+        None => {
+            let (layer, io) = builder.build_layer();
+            tabs::attach_local(&io);
+            (layer, Io::Local(io))
+        }
+        Some(cluster) => {
+            let ctr = socketioxide_redis::RedisAdapterCtr::new_with_driver(
+                cluster.pubsub(),
+                socketioxide_redis::RedisAdapterConfig::new().with_prefix(cluster::ADAPTER_PREFIX),
+            );
+            let (layer, io) = builder.with_adapter::<ClusterAdapter>(ctr).build_layer();
+            tabs::attach_cluster(&io).await?;
+            return Ok(finish(app, layer, Io::Cluster(io)));
+        }
+    };
+    Ok(finish(app, layer, io))
+}
 
+fn finish<A: socketioxide::adapter::Adapter>(
+    app: Arc<App>,
+    layer: socketioxide::layer::SocketIoLayer<A>,
+    io: Io,
+) -> (Router, Io) {
+    let _ = app.io.set(io.clone());
     let mut router = api::routes();
     let web_dir = &app.config.web_dir;
     if web_dir.join("index.html").is_file() {
@@ -231,8 +299,22 @@ pub async fn run(
     config: Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let app = App::new(config);
-    let (router, io) = build(app.clone());
+    let cluster = App::connect_cluster(&config).await?;
+    run_connected(listener, config, cluster, shutdown).await
+}
+
+/// [`run`] for a caller that already connected to Redis (see [`App::connect_cluster`]).
+pub async fn run_connected(
+    listener: TcpListener,
+    config: Config,
+    cluster: Option<Arc<Cluster>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let app = App::new(config, cluster);
+    let (router, io) = build(app.clone()).await?;
+    if let Some(c) = &app.cluster {
+        tokio::spawn(cluster::maintain(app.clone(), c.clone()));
+    }
 
     let sweeper = {
         let app = app.clone();
@@ -266,6 +348,9 @@ pub async fn run(
     })
     .await;
     sweeper.abort();
+    if let Some(c) = &app.cluster {
+        c.leave().await;
+    }
     served?;
     tracing::info!("relay stopped");
     Ok(())

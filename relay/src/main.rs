@@ -53,14 +53,16 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.addr))?;
     let addr = listener.local_addr()?;
+    let cluster = relay::App::connect_cluster(&config).await?;
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         %addr,
         livekit_url = %config.livekit_url,
         agent_secrets = config.agent_secrets.len(),
+        nodes = if cluster.is_some() { "several (Redis)" } else { "one (in memory)" },
         "relay listening on http://{addr}"
     );
-    relay::run(listener, config, relay::shutdown::signal()).await
+    relay::run_connected(listener, config, cluster, relay::shutdown::signal()).await
 }
 
 /// Socket.IO and Engine.IO log whole packets below `info`, handshake tokens included, so they are

@@ -6,7 +6,6 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use socketioxide::SocketIo;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -68,7 +67,7 @@ impl Drain {
 const FORCE_GRACE: Duration = Duration::from_secs(2);
 
 /// Drains the relay; returns when it is safe to stop serving.
-pub async fn drain(app: &App, io: &SocketIo) {
+pub async fn drain(app: &App, io: &crate::sockets::Io) {
     app.drain.draining.store(true, Ordering::Release);
     let inflight = app.drain.inflight();
     tracing::info!(

@@ -2,8 +2,11 @@
 //!
 //! A tab binds either in the handshake (`auth: {token}`, checked by the connect middleware, so a
 //! bad token is a `connect_error` with a code) or later with `voice-agent:register` (the seed's
-//! way, acknowledged). Each bound socket also joins a room named after its key, the routing unit
-//! several nodes will share.
+//! way, acknowledged). Each bound socket also joins a room named after its key (its digest), which
+//! is how another node's emits reach it through the Redis adapter.
+//!
+//! Handlers are generic over the Socket.IO adapter (in memory or Redis); with several nodes, a
+//! bind, a release and a handshake's revocation check go through Redis first (see `cluster`).
 
 use std::sync::Arc;
 
@@ -12,12 +15,15 @@ use relay_wire::{
 };
 use serde_json::Value;
 use socketioxide::SocketIo;
+use socketioxide::adapter::LocalAdapter;
 use socketioxide::extract::{AckSender, Data, SocketRef, State, TryData};
 use socketioxide::handler::ConnectHandler;
 
 use crate::App;
 use crate::calls;
+use crate::cluster::{self, BindRefused, Bound};
 use crate::keys::{BindError, Displaced, Proof};
+use crate::sockets::{ClusterAdapter, Io, RelayAdapter, TabSocket};
 use crate::tokens::{TokenError, VerifiedToken};
 use relay_wire::Fp;
 
@@ -60,14 +66,40 @@ fn bind_refusal(err: BindError) -> ErrorObject {
     error_object(code, err.to_string())
 }
 
-/// Registers the default namespace's handlers.
-pub fn attach(io: &SocketIo) {
-    io.ns("/", on_connect.with(authenticate).with(check_origin));
+/// The room a key's socket joins.
+pub fn room(key: &str) -> String {
+    cluster::rid(key)
+}
+
+/// Registers the default namespace's handlers (single node).
+pub fn attach_local(io: &SocketIo<LocalAdapter>) {
+    io.ns(
+        "/",
+        on_connect::<LocalAdapter>
+            .with(authenticate::<LocalAdapter>)
+            .with(check_origin::<LocalAdapter>),
+    );
+}
+
+/// Registers the default namespace's handlers on the Redis adapter (which subscribes to its
+/// channels here).
+pub async fn attach_cluster(io: &SocketIo<ClusterAdapter>) -> anyhow::Result<()> {
+    io.ns(
+        "/",
+        on_connect::<ClusterAdapter>
+            .with(authenticate::<ClusterAdapter>)
+            .with(check_origin::<ClusterAdapter>),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("the Socket.IO Redis adapter could not start: {e}"))
 }
 
 /// Refuses browser sockets from origins outside `RELAY_ALLOWED_ORIGINS` (when it is set).
 /// Clients that send no `Origin` (agents, servers) are not browsers and pass.
-async fn check_origin(s: SocketRef, State(app): State<Arc<App>>) -> Result<(), Refusal> {
+async fn check_origin<A: RelayAdapter>(
+    s: SocketRef<A>,
+    State(app): State<Arc<App>>,
+) -> Result<(), Refusal> {
     let Some(origin) = s.req_parts().headers.get("origin") else {
         return Ok(());
     };
@@ -89,33 +121,49 @@ async fn check_origin(s: SocketRef, State(app): State<Arc<App>>) -> Result<(), R
 /// `on_connect`: socketioxide sends CONNECT to the client before it spawns the connect handler,
 /// so a client that emits `voice-agent:register` at once would otherwise race the handler's
 /// registration and lose its event.
-async fn authenticate(
-    s: SocketRef,
+async fn authenticate<A: RelayAdapter>(
+    s: SocketRef<A>,
     State(app): State<Arc<App>>,
     TryData(auth): TryData<Value>,
 ) -> Result<(), Refusal> {
-    check_token(&s, &app, auth.ok())?;
-    s.on(events::REGISTER, on_register);
-    s.on_disconnect(on_disconnect);
+    let tab = A::tab(&s);
+    check_token(&tab, &app, auth.ok()).await?;
+    s.on(events::REGISTER, on_register::<A>);
+    s.on_disconnect(on_disconnect::<A>);
     if s.extensions.get::<HandshakeToken>().is_none() {
-        close_if_never_bound(s, app.config.unbound_socket);
+        close_if_never_bound(tab, app.config.unbound_socket);
     }
     Ok(())
 }
 
 /// A socket that came without a token must register within the bound, or it is closed: idle
 /// unbound sockets would otherwise hold memory for nothing.
-fn close_if_never_bound(s: SocketRef, bound: std::time::Duration) {
+fn close_if_never_bound(s: TabSocket, bound: std::time::Duration) {
     tokio::spawn(async move {
         tokio::time::sleep(bound).await;
-        if s.connected() && s.extensions.get::<BoundKey>().is_none() {
-            tracing::debug!(sid = %s.id, "closing a socket that never bound a key");
-            let _ = s.disconnect();
+        if s.connected() && s.extensions().get::<BoundKey>().is_none() {
+            tracing::debug!(sid = %s.id(), "closing a socket that never bound a key");
+            s.disconnect();
         }
     });
 }
 
-fn check_token(s: &SocketRef, app: &App, auth: Option<Value>) -> Result<(), Refusal> {
+async fn is_revoked(app: &App, key: &str) -> Result<bool, ErrorObject> {
+    match &app.cluster {
+        None => Ok(app.keys.is_revoked(key)),
+        Some(c) => c
+            .is_revoked(&cluster::rid(key))
+            .await
+            .map_err(|_| unavailable()),
+    }
+}
+
+fn unavailable() -> ErrorObject {
+    let e = crate::error::ApiError::unavailable();
+    error_object(e.code, e.message)
+}
+
+async fn check_token(s: &TabSocket, app: &App, auth: Option<Value>) -> Result<(), Refusal> {
     let token = match auth.as_ref().and_then(|a| a.get("token")) {
         None => return Ok(()),
         Some(Value::String(t)) => t.clone(),
@@ -127,14 +175,17 @@ fn check_token(s: &SocketRef, app: &App, auth: Option<Value>) -> Result<(), Refu
         }
     };
     match app.tokens.verify(&token) {
-        Ok(verified) if app.keys.is_revoked(&verified.api_key) => {
-            tracing::info!(key = %Fp(&verified.api_key), "handshake refused: key revoked");
-            Err(Refusal(bind_refusal(BindError::Revoked)))
-        }
-        Ok(verified) => {
-            s.extensions.insert(HandshakeToken(Arc::new(verified)));
-            Ok(())
-        }
+        Ok(verified) => match is_revoked(app, &verified.api_key).await {
+            Ok(true) => {
+                tracing::info!(key = %Fp(&verified.api_key), "handshake refused: key revoked");
+                Err(Refusal(bind_refusal(BindError::Revoked)))
+            }
+            Ok(false) => {
+                s.extensions().insert(HandshakeToken(Arc::new(verified)));
+                Ok(())
+            }
+            Err(e) => Err(Refusal(e)),
+        },
         Err(err) => {
             tracing::info!(token = %Fp(&token), reason = %err, "handshake refused");
             Err(Refusal(token_refusal(&err)))
@@ -142,38 +193,43 @@ fn check_token(s: &SocketRef, app: &App, auth: Option<Value>) -> Result<(), Refu
     }
 }
 
-async fn on_connect(s: SocketRef, State(app): State<Arc<App>>) {
+async fn on_connect<A: RelayAdapter>(s: SocketRef<A>, State(app): State<Arc<App>>) {
     let Some(HandshakeToken(verified)) = s.extensions.remove::<HandshakeToken>() else {
         return;
     };
     let proof = Proof::Token { exp: verified.exp };
-    if let Err(err) = bind(&app, &s, &verified.api_key, proof) {
-        // The middleware checked the key; it was revoked in between. Tell the tab and drop it.
+    let tab = A::tab(&s);
+    if let Err(err) = bind(&app, &tab, &verified.api_key, proof).await {
+        // The middleware checked the key; it was revoked in between: tell the tab and drop it.
+        // When Redis is unreachable the tab is only dropped, so the client reconnects later.
         tracing::info!(key = %Fp(&verified.api_key), reason = %err.message, "bind refused");
-        let _ = s.emit(
-            events::REVOKED,
-            &RevokedEvent {
-                reason: RevokeReason::Revoked,
-            },
-        );
-        let _ = s.disconnect();
+        if err.code != ErrorCode::Unavailable.as_str() {
+            let _ = tab.emit(
+                events::REVOKED,
+                &RevokedEvent {
+                    reason: RevokeReason::Revoked,
+                },
+            );
+        }
+        tab.disconnect();
     }
 }
 
-async fn on_register(
-    s: SocketRef,
+async fn on_register<A: RelayAdapter>(
+    s: SocketRef<A>,
     State(app): State<Arc<App>>,
     Data(arg): Data<Value>,
-    ack: AckSender,
+    ack: AckSender<A>,
 ) {
+    let s = A::tab(&s);
     let outcome = match &arg {
-        Value::String(k) if is_api_key(k) => bind(&app, &s, k, Proof::BareKey),
+        Value::String(k) if is_api_key(k) => bind(&app, &s, k, Proof::BareKey).await,
         Value::String(k) if k.starts_with(relay_wire::API_KEY_PREFIX) => Err(error_object(
             ErrorCode::InvalidRequest,
             "a key is va_ followed by 64 lowercase hex characters",
         )),
         Value::String(jwt) => match app.tokens.verify(jwt) {
-            Ok(v) => bind(&app, &s, &v.api_key, Proof::Token { exp: v.exp }),
+            Ok(v) => bind(&app, &s, &v.api_key, Proof::Token { exp: v.exp }).await,
             Err(err) => {
                 tracing::info!(token = %Fp(jwt), reason = %err, "register refused");
                 Err(token_refusal(&err))
@@ -208,30 +264,95 @@ async fn on_register(
 }
 
 /// Binds `key` to socket `s`, unbinding whatever key `s` held before and displacing whatever
-/// socket held `key`.
-fn bind(app: &App, s: &SocketRef, key: &str, proof: Proof) -> Result<(), ErrorObject> {
-    if let Some(BoundKey(previous)) = s.extensions.get::<BoundKey>()
+/// socket held `key` (on this node directly, on another node through the adapter).
+async fn bind(app: &App, s: &TabSocket, key: &str, proof: Proof) -> Result<(), ErrorObject> {
+    if let Some(BoundKey(previous)) = s.extensions().get::<BoundKey>()
         && &*previous != key
     {
-        app.keys.release(&previous, s.id);
-        s.leave(previous.to_string());
+        release(app, &previous, s).await;
+        s.leave(room(&previous));
     }
+    let proof = match &app.cluster {
+        None => proof,
+        Some(c) => {
+            let token_exp = match proof {
+                Proof::Token { exp } => Some(exp),
+                Proof::BareKey => None,
+            };
+            let sid = s.id().to_string();
+            match c.bind(&cluster::rid(key), &sid, token_exp).await {
+                Err(_) => return Err(unavailable()),
+                Ok(Err(refused)) => return Err(bind_refusal(cluster_refusal(refused))),
+                Ok(Ok(Bound::Same)) => return Ok(()),
+                Ok(Ok(Bound::Bound { exp_unix, replaced })) => {
+                    if let Some((node, old_sid)) = replaced
+                        && node != c.node()
+                    {
+                        tracing::info!(key = %Fp(key), %old_sid, "tab on another node replaced");
+                        dismiss_remote(app, key, RevokeReason::Replaced).await;
+                    }
+                    // Redis accepted the bind: the local record follows it.
+                    Proof::Token { exp: exp_unix }
+                }
+            }
+        }
+    };
     let displaced = app.keys.bind(key, proof, s).map_err(bind_refusal)?;
     let key: Arc<str> = key.into();
-    s.join(key.to_string());
-    s.extensions.insert(BoundKey(key.clone()));
+    s.join(room(&key));
+    s.extensions().insert(BoundKey(key.clone()));
     if !s.connected() {
         // The socket closed while binding; its disconnect handler may have run before the key
         // was recorded, so release here too (releasing twice is harmless).
-        app.keys.release(&key, s.id);
+        release(app, &key, s).await;
         return Ok(());
     }
-    tracing::info!(key = %Fp(&key), sid = %s.id, via = ?proof_kind(proof), "tab bound");
+    tracing::info!(key = %Fp(&key), sid = %s.id(), via = ?proof_kind(proof), "tab bound");
     if let Some(old) = displaced {
         tracing::info!(key = %Fp(&key), old_sid = %old.binding.sid(), "older tab replaced");
         dismiss(old);
     }
     Ok(())
+}
+
+fn cluster_refusal(refused: BindRefused) -> BindError {
+    match refused {
+        BindRefused::Unknown => BindError::Unknown,
+        BindRefused::Revoked => BindError::Revoked,
+        BindRefused::TokenRequired => BindError::TokenRequired,
+        BindRefused::Expired => BindError::Expired,
+    }
+}
+
+/// Releases `key` from socket `s` on this node and, with several nodes, in Redis.
+async fn release(app: &App, key: &str, s: &TabSocket) {
+    app.keys.release(key, s.id());
+    if let Some(c) = &app.cluster
+        && c.release(&cluster::rid(key), &s.id().to_string())
+            .await
+            .is_err()
+    {
+        // Redis is unreachable: the key stays online there until this node writes its
+        // bindings back, and that only writes live ones.
+        tracing::debug!(key = %Fp(key), "release not recorded in Redis");
+    }
+}
+
+/// Tells the socket bound to `key` on another node that it lost its key, then closes it. Both
+/// go through the adapter on one connection, so the remote node sees them in that order.
+pub async fn dismiss_remote(app: &App, key: &str, reason: RevokeReason) {
+    let Some(Io::Cluster(io)) = app.io.get() else {
+        return;
+    };
+    let room = room(key);
+    let sent = io
+        .to(room.clone())
+        .emit(events::REVOKED, &RevokedEvent { reason })
+        .await;
+    let closed = io.to(room).disconnect().await;
+    if sent.is_err() || closed.is_err() {
+        tracing::warn!(key = %Fp(key), "could not reach the node holding the old tab");
+    }
 }
 
 fn proof_kind(proof: Proof) -> &'static str {
@@ -248,14 +369,14 @@ pub fn dismiss(old: Displaced) {
         calls::cancel(&old.binding, call_id);
     }
     let socket = old.binding.socket;
-    socket.extensions.remove::<BoundKey>();
+    socket.extensions().remove::<BoundKey>();
     let _ = socket.emit(events::REVOKED, &RevokedEvent { reason: old.reason });
-    let _ = socket.disconnect();
+    socket.disconnect();
 }
 
-async fn on_disconnect(s: SocketRef, State(app): State<Arc<App>>) {
+async fn on_disconnect<A: RelayAdapter>(s: SocketRef<A>, State(app): State<Arc<App>>) {
     if let Some(BoundKey(key)) = s.extensions.get::<BoundKey>() {
-        app.keys.release(&key, s.id);
+        release(&app, &key, &A::tab(&s)).await;
         tracing::info!(key = %Fp(&key), sid = %s.id, "tab left; key offline");
     }
 }

@@ -119,6 +119,8 @@ pub enum ErrorCode {
     ToolFailed,
     NoHandler,
     ShuttingDown,
+    /// Several-node deployments only: the shared state store (Redis) is unreachable. Retryable.
+    Unavailable,
     Timeout,
     /// Unexpected server fault; the cause is logged, never sent.
     Internal,
@@ -126,7 +128,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in table order.
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 12] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::UnknownKey,
@@ -136,6 +138,7 @@ impl ErrorCode {
         ErrorCode::ToolFailed,
         ErrorCode::NoHandler,
         ErrorCode::ShuttingDown,
+        ErrorCode::Unavailable,
         ErrorCode::Timeout,
         ErrorCode::Internal,
     ];
@@ -150,7 +153,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::RateLimited => 429,
             ErrorCode::ToolFailed | ErrorCode::NoHandler => 502,
-            ErrorCode::ShuttingDown => 503,
+            ErrorCode::ShuttingDown | ErrorCode::Unavailable => 503,
             ErrorCode::Timeout => 504,
             ErrorCode::Internal => 500,
         }
@@ -168,6 +171,7 @@ impl ErrorCode {
             ErrorCode::ToolFailed => "tool_failed",
             ErrorCode::NoHandler => "no_handler",
             ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::Unavailable => "unavailable",
             ErrorCode::Timeout => "timeout",
             ErrorCode::Internal => "internal",
         }

@@ -4,6 +4,7 @@
 // stops, its whole log is searched for them: none may appear.
 
 import { spawn } from 'node:child_process';
+import net from 'node:net';
 import { createWriteStream, mkdirSync, readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
@@ -96,8 +97,10 @@ export class Relay {
 
   /** Values that must never appear whole in the relay's log. */
   remember(...values) {
-    for (const v of values) if (typeof v === 'string' && v.length >= 8) this.secrets.add(v);
-    for (const w of this.watchers ?? []) w.remember(...values);
+    const fresh = values.filter((v) => typeof v === 'string' && v.length >= 8 && !this.secrets.has(v));
+    if (fresh.length === 0) return;
+    for (const v of fresh) this.secrets.add(v);
+    for (const w of this.watchers ?? []) w.remember(...fresh);
   }
 
   /** Another process whose log must not hold what this one sees either. */
@@ -321,3 +324,80 @@ export async function startWorker(relay, env = {}) {
 
 /** A well-formed key that this relay never issued. */
 export const strangerKey = () => `va_${randomBytes(32).toString('hex')}`;
+
+/** A free TCP port on loopback (closed again at once, so a server can take it). */
+export function freePort() {
+  return new Promise((resolveP, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolveP(port));
+    });
+  });
+}
+
+/**
+ * A real `redis-server` on a free loopback port, with no persistence (a restart comes back
+ * empty, the harder case). `stop()` and `start()` may be called again, on the same port.
+ */
+export async function startRedis() {
+  const port = await freePort();
+  const logPath = join(logDir, `redis-${process.pid}-${port}.log`);
+  const redis = {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    proc: null,
+    async start() {
+      const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--logfile', logPath], { stdio: 'ignore' });
+      this.proc = proc;
+      this.exited = new Promise((r) => proc.once('exit', r));
+      const until = Date.now() + 10000;
+      while (Date.now() < until) {
+        if (await new Promise((r) => {
+          const s = net.connect(port, '127.0.0.1', () => { s.end(); r(true); });
+          s.once('error', () => r(false));
+        })) return this;
+        await sleep(50);
+      }
+      throw new Error(`redis-server did not start on port ${port}; see ${logPath}`);
+    },
+    async stop() {
+      if (!this.proc || this.proc.exitCode !== null) return;
+      this.proc.kill('SIGKILL');
+      await within(5000, this.exited, 'redis-server to exit');
+    },
+  };
+  return redis.start();
+}
+
+/**
+ * A TCP balancer on loopback standing in for whatever spreads tabs over relay nodes: each new
+ * connection goes to `target` (a relay URL) or, with no target, is refused.
+ */
+export async function startBalancer(target) {
+  const open = new Set();
+  const lb = {
+    target,
+    server: net.createServer((client) => {
+      open.add(client);
+      client.once('close', () => open.delete(client));
+      client.on('error', () => client.destroy());
+      if (!lb.target) { client.destroy(); return; }
+      const { hostname, port } = new URL(lb.target);
+      const upstream = net.connect(Number(port), hostname);
+      upstream.on('error', () => { upstream.destroy(); client.destroy(); });
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+      client.pipe(upstream);
+      upstream.pipe(client);
+    }),
+    close() {
+      for (const c of open) c.destroy();
+      return new Promise((r) => lb.server.close(r));
+    },
+  };
+  await new Promise((r) => lb.server.listen(0, '127.0.0.1', r));
+  lb.url = `http://127.0.0.1:${lb.server.address().port}`;
+  return lb;
+}

@@ -29,9 +29,18 @@ test('a missing or weak secret is a clear start-up error (exit 64), never an ins
   assert.doesNotMatch(weak.out, /short1/);
   const ok = await runRelay({ LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_AGENT_SECRET: 'long-enough-secret-123' }, ['check-config']);
   assert.equal(ok.code, 0);
-  const cluster = await runRelay({ LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_AGENT_SECRET: 'long-enough-secret-123', RELAY_REDIS_URL: 'redis://127.0.0.1:6379' }, ['check-config']);
-  assert.equal(cluster.code, 64);
-  assert.match(cluster.out, /RELAY_REDIS_URL/);
+  const base = { LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_AGENT_SECRET: 'long-enough-secret-123' };
+  const badUrl = await runRelay({ ...base, RELAY_REDIS_URL: 'http://user:pw-in-url-1234@127.0.0.1:6379' }, ['check-config']);
+  assert.equal(badUrl.code, 64);
+  assert.match(badUrl.out, /RELAY_REDIS_URL must start with redis:\/\//);
+  assert.doesNotMatch(badUrl.out, /pw-in-url-1234/);
+  assert.equal((await runRelay({ ...base, RELAY_REDIS_URL: 'redis://127.0.0.1:6379' }, ['check-config'])).code, 0);
+  // Redis unreachable at start: a clear error and a failed exit, not a relay that half works.
+  const noRedis = await runRelay({ ...base, RELAY_ADDR: '127.0.0.1:0', RELAY_REDIS_URL: 'redis://:pw-in-url-5678@127.0.0.1:1' });
+  assert.equal(noRedis.code, 1);
+  assert.match(noRedis.out, /cannot connect to Redis/);
+  assert.doesNotMatch(noRedis.out, /pw-in-url-5678/);
+  assert.doesNotMatch(noRedis.out, /listening/);
 });
 
 test('JSON logs when asked, with fingerprints only', async () => {

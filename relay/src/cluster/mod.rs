@@ -1,0 +1,863 @@
+//! Several relay nodes on one Redis (`RELAY_REDIS_URL`).
+//!
+//! What every node must agree on lives in Redis: each key's state (issued, online on which node
+//! and socket, offline, revoked) with a TTL matching the in-memory lifecycle, in-flight counts,
+//! idempotency outcomes and the rate-limit windows. Every state change is one Lua script, so two
+//! nodes never interleave halfway through a transition, and each script publishes the key on
+//! [`EVENTS`] so the nodes' waiting calls re-read it at once (they also re-read every second, so
+//! a lost message costs at most that).
+//!
+//! Emits and acknowledgements for a tab on another node go through the Socket.IO Redis adapter
+//! to the room named after the key; a tab on this node is reached directly.
+//!
+//! Nodes heartbeat into one hash (Redis's clock, so node clocks may differ). A node whose
+//! heartbeat is older than [`NODE_STALE`] is reaped by whichever node sees it first: its online
+//! keys go offline for the reconnect grace, so calls wait for their tabs to re-bind elsewhere. A
+//! node that finds its own heartbeat gone (Redis restarted empty, or it was reaped while
+//! unreachable) writes its live bindings back.
+//!
+//! Keys are stored under a digest of the key, never the key itself.
+
+pub mod driver;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Script, Value};
+use sha2::{Digest, Sha256};
+use tokio::sync::Notify;
+
+use crate::error::ApiError;
+use driver::PubSub;
+
+/// The channel every key change is published on (the payload is the key's Redis name).
+pub const EVENTS: &str = "va:events";
+const KEY_PREFIX: &str = "va:k:";
+const NODE_KEYS_PREFIX: &str = "va:nk:";
+const NODES: &str = "va:nodes";
+/// Socket.IO adapter channel prefix.
+pub const ADAPTER_PREFIX: &str = "va-relay";
+
+/// How often a node heartbeats and looks for lost nodes.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+/// A node silent for this long is taken for lost.
+pub const NODE_STALE: Duration = Duration::from_secs(3);
+/// Bound on one Redis operation.
+const OP_TIMEOUT: Duration = Duration::from_secs(1);
+/// Waiting calls re-read their key at least this often, whatever the events say.
+pub const RECHECK: Duration = Duration::from_secs(1);
+/// How long an online key outlives its token's expiry in Redis (a live binding outlives its
+/// token, as in memory; a lost node's keys are reaped long before this).
+const ONLINE_EXTRA: Duration = Duration::from_secs(24 * 3600);
+
+/// The digest a key is stored, published and roomed under.
+pub fn rid(key: &str) -> String {
+    let digest = Sha256::digest(key.as_bytes());
+    hex::encode(&digest[..16])
+}
+
+/// A Redis operation failed or took too long.
+#[derive(Debug, thiserror::Error)]
+#[error("the shared state store is unreachable")]
+pub struct StoreError;
+
+impl From<StoreError> for ApiError {
+    fn from(_: StoreError) -> ApiError {
+        ApiError::unavailable()
+    }
+}
+
+/// Where a key's tab is, as Redis says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// Never issued, removed or revoked.
+    Unknown,
+    /// Issued or offline: a call waits for a tab.
+    Waiting,
+    Online {
+        node: String,
+        sid: String,
+    },
+}
+
+/// The outcome of a bind in Redis.
+pub enum Bound {
+    /// This socket already held the key.
+    Same,
+    /// Bound; `replaced` names the node and socket that held it before.
+    Bound {
+        exp_unix: u64,
+        replaced: Option<(String, String)>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BindRefused {
+    Unknown,
+    Revoked,
+    TokenRequired,
+    Expired,
+}
+
+/// A key's state for `GET /api/voice-agent/keys/{apiKey}`.
+pub struct StoredStatus {
+    pub state: relay_wire::KeyState,
+    pub since_ms: u64,
+    pub ttl_ms: Option<u64>,
+}
+
+/// What a revoke found.
+pub enum Revoked {
+    Unknown,
+    /// Revoked; the node that held the tab, if it was online.
+    Done {
+        online_on: Option<String>,
+    },
+}
+
+pub enum IdemClaim {
+    Run,
+    Conflict,
+    Pending { until_ms: u64 },
+    Done { status: u16, body: Vec<u8> },
+}
+
+pub enum Acquired {
+    Ok,
+    Unknown,
+    TooMany,
+}
+
+struct Scripts {
+    issue: Script,
+    bind: Script,
+    release: Script,
+    revoke: Script,
+    acquire: Script,
+    heartbeat: Script,
+    reap: Script,
+    reassert: Script,
+    idem_claim: Script,
+    rate: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        Scripts {
+            issue: Script::new(
+                r"
+redis.call('HSET', KEYS[1], 'st', 'issued', 'since', ARGV[1], 'exp', ARGV[2], 'eb', '0')
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1",
+            ),
+            // ARGV: now, node, sid, proof (t|b), token exp ms, online extra ms, node-keys prefix
+            bind: Script::new(
+                r"
+local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'eb', 'exp')
+local st = h[1]
+local now = tonumber(ARGV[1])
+if not st then
+  if ARGV[4] == 'b' then return {'err', 'unknown'} end
+  if tonumber(ARGV[5]) <= now then return {'err', 'expired'} end
+elseif st == 'revoked' then return {'err', 'revoked'}
+elseif ARGV[4] == 'b' and h[4] == '1' then return {'err', 'token_required'} end
+if st == 'online' and h[2] == ARGV[2] and h[3] == ARGV[3] then return {'same'} end
+local exp = tonumber(h[5] or '0')
+if ARGV[4] == 't' and tonumber(ARGV[5]) > exp then exp = tonumber(ARGV[5]) end
+redis.call('HSET', KEYS[1], 'st', 'online', 'node', ARGV[2], 'sid', ARGV[3], 'since', ARGV[1], 'eb', '1', 'exp', exp)
+local left = exp - now
+if left < 0 then left = 0 end
+redis.call('PEXPIRE', KEYS[1], left + tonumber(ARGV[6]))
+redis.call('SADD', KEYS[2], KEYS[1])
+redis.call('PUBLISH', KEYS[3], KEYS[1])
+if st == 'online' then
+  if h[2] ~= ARGV[2] then redis.call('SREM', ARGV[7] .. h[2], KEYS[1]) end
+  return {'bound', tostring(exp), h[2], h[3]}
+end
+return {'bound', tostring(exp)}",
+            ),
+            // ARGV: now, node, sid, grace ms
+            release: Script::new(
+                r"
+local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'exp')
+if h[1] ~= 'online' or h[2] ~= ARGV[2] or h[3] ~= ARGV[3] then return 0 end
+redis.call('HSET', KEYS[1], 'st', 'offline', 'since', ARGV[1])
+redis.call('HDEL', KEYS[1], 'node', 'sid')
+redis.call('SREM', KEYS[2], KEYS[1])
+local ttl = tonumber(ARGV[4])
+local left = tonumber(h[4]) - tonumber(ARGV[1])
+if left < ttl then ttl = left end
+if ttl <= 0 then redis.call('DEL', KEYS[1]) else redis.call('PEXPIRE', KEYS[1], ttl) end
+redis.call('PUBLISH', KEYS[3], KEYS[1])
+return 1",
+            ),
+            // ARGV: now, node-keys prefix
+            revoke: Script::new(
+                r"
+local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'exp')
+if not h[1] or h[1] == 'revoked' then return {'unknown'} end
+redis.call('HSET', KEYS[1], 'st', 'revoked', 'since', ARGV[1])
+redis.call('HDEL', KEYS[1], 'node', 'sid')
+local ttl = tonumber(h[3]) - tonumber(ARGV[1])
+if ttl < 1 then ttl = 1 end
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PUBLISH', KEYS[2], KEYS[1])
+if h[1] == 'online' then
+  redis.call('SREM', ARGV[2] .. h[2], KEYS[1])
+  return {'revoked', h[2]}
+end
+return {'revoked'}",
+            ),
+            // KEYS: key, in-flight counter; ARGV: max in flight, counter ttl ms
+            acquire: Script::new(
+                r"
+local st = redis.call('HGET', KEYS[1], 'st')
+if not st or st == 'revoked' then return 'unknown' end
+local n = redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+if n > tonumber(ARGV[1]) then
+  redis.call('DECR', KEYS[2])
+  return 'busy'
+end
+return 'ok'",
+            ),
+            // Returns 1 when this node's entry was missing (first beat, Redis emptied, or reaped).
+            heartbeat: Script::new(
+                r"
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return redis.call('HSET', KEYS[1], ARGV[1], ms)",
+            ),
+            // ARGV: stale ms, grace ms, node-keys prefix, now (node clock, for `since`)
+            reap: Script::new(
+                r"
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local all = redis.call('HGETALL', KEYS[1])
+local reaped = 0
+for i = 1, #all, 2 do
+  local node = all[i]
+  if ms - tonumber(all[i + 1]) > tonumber(ARGV[1]) then
+    local set = ARGV[3] .. node
+    for _, k in ipairs(redis.call('SMEMBERS', set)) do
+      local h = redis.call('HMGET', k, 'st', 'node', 'exp')
+      if h[1] == 'online' and h[2] == node then
+        redis.call('HSET', k, 'st', 'offline', 'since', ARGV[4])
+        redis.call('HDEL', k, 'node', 'sid')
+        local ttl = tonumber(ARGV[2])
+        local left = tonumber(h[3]) - tonumber(ARGV[4])
+        if left < ttl then ttl = left end
+        if ttl <= 0 then redis.call('DEL', k) else redis.call('PEXPIRE', k, ttl) end
+        redis.call('PUBLISH', KEYS[2], k)
+        reaped = reaped + 1
+      end
+    end
+    redis.call('DEL', set)
+    redis.call('HDEL', KEYS[1], node)
+  end
+end
+return reaped",
+            ),
+            // ARGV: now, node, sid, exp ms, ttl ms
+            reassert: Script::new(
+                r"
+local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
+if h[1] == 'revoked' then return 'revoked' end
+if h[1] == 'online' and (h[2] ~= ARGV[2] or h[3] ~= ARGV[3]) then return 'elsewhere' end
+redis.call('SADD', KEYS[2], KEYS[1])
+if h[1] == 'online' then return 'kept' end
+redis.call('HSET', KEYS[1], 'st', 'online', 'node', ARGV[2], 'sid', ARGV[3], 'since', ARGV[1], 'eb', '1', 'exp', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('PUBLISH', KEYS[3], KEYS[1])
+return 'restored'",
+            ),
+            // ARGV: request fingerprint, until ms, window ms
+            idem_claim: Script::new(
+                r"
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'until', ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return {'run'}
+end
+local h = redis.call('HMGET', KEYS[1], 'fp', 'status', 'body', 'until')
+if h[1] ~= ARGV[1] then return {'conflict'} end
+if h[2] then return {'done', h[2], h[3]} end
+return {'pending', h[4]}",
+            ),
+            // ARGV: limit, window ms
+            rate: Script::new(
+                r"
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if n > tonumber(ARGV[1]) then return 0 end
+return 1",
+            ),
+        }
+    }
+}
+
+/// Lifecycle settings shared by every node (they should be configured alike).
+pub struct Settings {
+    pub grace: Duration,
+    pub unbound_ttl: Duration,
+    pub max_inflight: usize,
+    /// How long an in-flight counter survives without calls (a lost node's count fades).
+    pub inflight_ttl: Duration,
+}
+
+pub struct Cluster {
+    node: String,
+    conn: ConnectionManager,
+    pubsub: PubSub,
+    healthy: AtomicBool,
+    /// Whether the subscribing connection answered its last ping.
+    listening: AtomicBool,
+    waiters: DashMap<String, Arc<Notify>>,
+    scripts: Scripts,
+    settings: Settings,
+}
+
+fn now_ms() -> u64 {
+    crate::tokens::unix_now().as_millis() as u64
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+/// Adds `protocol=resp3` (pushed pub/sub messages need it) unless the URL says otherwise.
+fn with_resp3(url: &str) -> String {
+    if url.contains("protocol=") {
+        url.to_owned()
+    } else if url.contains('?') {
+        format!("{url}&protocol=resp3")
+    } else {
+        format!("{url}?protocol=resp3")
+    }
+}
+
+fn manager_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(OP_TIMEOUT))
+        .set_response_timeout(Some(OP_TIMEOUT))
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_millis(500))
+        .set_number_of_retries(2)
+}
+
+impl Cluster {
+    /// Connects to Redis (failing at once when it is unreachable) and starts listening for key
+    /// events. Returns the cluster and the pub/sub driver the Socket.IO adapter should use.
+    pub async fn connect(url: &str, settings: Settings) -> anyhow::Result<Arc<Cluster>> {
+        let client = redis::Client::open(with_resp3(url))
+            .map_err(|e| anyhow::anyhow!("RELAY_REDIS_URL is not a Redis URL: {e}"))?;
+        let conn = tokio::time::timeout(
+            OP_TIMEOUT * 5,
+            ConnectionManager::new_with_config(client.clone(), manager_config()),
+        )
+        .await
+        .map_err(|_| anyhow::anyhow!("Redis did not answer within 5 s"))?
+        .map_err(|e| anyhow::anyhow!("cannot connect to Redis: {e}"))?;
+        let pubsub = PubSub::connect(client, manager_config())
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot connect to Redis for pub/sub: {e}"))?;
+        let version = redis_major_version(&mut conn.clone()).await;
+        if version.is_some_and(|v| v < 7) {
+            anyhow::bail!("Redis 7 or newer is needed (RESP3 pub/sub); this server is older");
+        }
+        let mut node = [0u8; 8];
+        rand::RngCore::fill_bytes(&mut rand::rng(), &mut node);
+        let cluster = Arc::new(Cluster {
+            node: hex::encode(node),
+            conn,
+            pubsub,
+            healthy: AtomicBool::new(true),
+            listening: AtomicBool::new(true),
+            waiters: DashMap::new(),
+            scripts: Scripts::new(),
+            settings,
+        });
+        cluster.clone().listen().await?;
+        Ok(cluster)
+    }
+
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    pub fn pubsub(&self) -> PubSub {
+        self.pubsub.clone()
+    }
+
+    /// Both connections to Redis answer.
+    pub fn is_healthy(&self) -> bool {
+        self.healthy.load(Ordering::Acquire) && self.listening.load(Ordering::Acquire)
+    }
+
+    async fn ping_listener(&self) {
+        let ok = matches!(
+            tokio::time::timeout(OP_TIMEOUT, self.pubsub.ping()).await,
+            Ok(Ok(()))
+        );
+        if self.listening.swap(ok, Ordering::AcqRel) != ok {
+            tracing::info!(ok, "Redis pub/sub connection");
+        }
+    }
+
+    async fn listen(self: Arc<Self>) -> anyhow::Result<()> {
+        use futures_util::StreamExt;
+        use socketioxide_redis::drivers::Driver;
+        let mut events = self
+            .pubsub
+            .subscribe(EVENTS.to_owned(), 4096)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot subscribe to key events: {e}"))?;
+        let weak = Arc::downgrade(&self);
+        tokio::spawn(async move {
+            while let Some((_, body)) = events.next().await {
+                let Some(cluster) = weak.upgrade() else { break };
+                let Some(rid) = std::str::from_utf8(&body)
+                    .ok()
+                    .and_then(|k| k.strip_prefix(KEY_PREFIX))
+                else {
+                    continue;
+                };
+                if let Some(n) = cluster.waiters.get(rid) {
+                    n.notify_waiters();
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// Runs one Redis operation within [`OP_TIMEOUT`], recording whether Redis answered.
+    async fn op<T>(
+        &self,
+        fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(OP_TIMEOUT, fut).await {
+            Ok(Ok(v)) => {
+                self.healthy.store(true, Ordering::Release);
+                Ok(v)
+            }
+            Ok(Err(err)) => {
+                if self.healthy.swap(false, Ordering::AcqRel) {
+                    tracing::warn!(cause = %err, "Redis unreachable");
+                }
+                Err(StoreError)
+            }
+            Err(_) => {
+                if self.healthy.swap(false, Ordering::AcqRel) {
+                    tracing::warn!("Redis did not answer in time");
+                }
+                Err(StoreError)
+            }
+        }
+    }
+
+    fn key_name(rid: &str) -> String {
+        format!("{KEY_PREFIX}{rid}")
+    }
+
+    fn node_keys(node: &str) -> String {
+        format!("{NODE_KEYS_PREFIX}{node}")
+    }
+
+    pub async fn issue(&self, rid: &str, exp_unix: u64) -> Result<(), StoreError> {
+        let now = now_ms();
+        let exp = exp_unix * 1000;
+        let ttl = exp
+            .saturating_sub(now)
+            .min(ms(self.settings.unbound_ttl))
+            .max(1);
+        let mut inv = self.scripts.issue.key(Self::key_name(rid));
+        inv.arg(now).arg(exp).arg(ttl);
+        self.op(inv.invoke_async::<i64>(&mut self.conn.clone()))
+            .await
+            .map(drop)
+    }
+
+    /// Binds the key to `sid` on this node. `token_exp_unix` is `None` for a bare key.
+    pub async fn bind(
+        &self,
+        rid: &str,
+        sid: &str,
+        token_exp_unix: Option<u64>,
+    ) -> Result<Result<Bound, BindRefused>, StoreError> {
+        let now = now_ms();
+        let mut inv = self.scripts.bind.key(Self::key_name(rid));
+        inv.key(Self::node_keys(&self.node)).key(EVENTS);
+        inv.arg(now)
+            .arg(&self.node)
+            .arg(sid)
+            .arg(if token_exp_unix.is_some() { "t" } else { "b" })
+            .arg(token_exp_unix.unwrap_or(0) * 1000)
+            .arg(ms(ONLINE_EXTRA))
+            .arg(NODE_KEYS_PREFIX);
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let word = |i: usize| reply.get(i).map(String::as_str);
+        Ok(match (word(0), word(1)) {
+            (Some("same"), _) => Ok(Bound::Same),
+            (Some("bound"), Some(exp)) => Ok(Bound::Bound {
+                exp_unix: exp.parse::<u64>().unwrap_or(0) / 1000,
+                replaced: match (word(2), word(3)) {
+                    (Some(node), Some(sid)) => Some((node.to_owned(), sid.to_owned())),
+                    _ => None,
+                },
+            }),
+            (Some("err"), Some("revoked")) => Err(BindRefused::Revoked),
+            (Some("err"), Some("token_required")) => Err(BindRefused::TokenRequired),
+            (Some("err"), Some("expired")) => Err(BindRefused::Expired),
+            _ => Err(BindRefused::Unknown),
+        })
+    }
+
+    /// The socket `sid` of this node left: its key goes offline for the grace (if still its).
+    pub async fn release(&self, rid: &str, sid: &str) -> Result<(), StoreError> {
+        let mut inv = self.scripts.release.key(Self::key_name(rid));
+        inv.key(Self::node_keys(&self.node)).key(EVENTS);
+        inv.arg(now_ms())
+            .arg(&self.node)
+            .arg(sid)
+            .arg(ms(self.settings.grace));
+        self.op(inv.invoke_async::<i64>(&mut self.conn.clone()))
+            .await
+            .map(drop)
+    }
+
+    pub async fn revoke(&self, rid: &str) -> Result<Revoked, StoreError> {
+        let mut inv = self.scripts.revoke.key(Self::key_name(rid));
+        inv.key(EVENTS);
+        inv.arg(now_ms()).arg(NODE_KEYS_PREFIX);
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        Ok(match reply.first().map(String::as_str) {
+            Some("revoked") => Revoked::Done {
+                online_on: reply.get(1).cloned(),
+            },
+            _ => Revoked::Unknown,
+        })
+    }
+
+    pub async fn is_revoked(&self, rid: &str) -> Result<bool, StoreError> {
+        let st: Option<String> = self
+            .op(redis::cmd("HGET")
+                .arg(Self::key_name(rid))
+                .arg("st")
+                .query_async(&mut self.conn.clone()))
+            .await?;
+        Ok(st.as_deref() == Some("revoked"))
+    }
+
+    pub async fn status(&self, rid: &str) -> Result<Option<StoredStatus>, StoreError> {
+        let name = Self::key_name(rid);
+        let ((st, since), ttl): ((Option<String>, Option<u64>), i64) = self
+            .op(redis::pipe()
+                .cmd("HMGET")
+                .arg(&name)
+                .arg("st")
+                .arg("since")
+                .cmd("PTTL")
+                .arg(&name)
+                .query_async(&mut self.conn.clone()))
+            .await?;
+        use relay_wire::KeyState;
+        let state = match st.as_deref() {
+            Some("issued") => KeyState::Issued,
+            Some("online") => KeyState::Online,
+            Some("offline") => KeyState::Offline,
+            _ => return Ok(None),
+        };
+        Ok(Some(StoredStatus {
+            state,
+            since_ms: since.unwrap_or(0),
+            ttl_ms: u64::try_from(ttl).ok(),
+        }))
+    }
+
+    pub async fn lookup(&self, rid: &str) -> Result<Place, StoreError> {
+        let (st, node, sid): (Option<String>, Option<String>, Option<String>) = self
+            .op(redis::cmd("HMGET")
+                .arg(Self::key_name(rid))
+                .arg("st")
+                .arg("node")
+                .arg("sid")
+                .query_async(&mut self.conn.clone()))
+            .await?;
+        Ok(match (st.as_deref(), node, sid) {
+            (Some("online"), Some(node), Some(sid)) => Place::Online { node, sid },
+            (Some("issued") | Some("offline"), _, _) => Place::Waiting,
+            _ => Place::Unknown,
+        })
+    }
+
+    /// Takes one of the key's in-flight slots, counted across nodes.
+    pub async fn acquire(
+        self: &Arc<Self>,
+        rid: &str,
+    ) -> Result<(Acquired, Option<Slot>), StoreError> {
+        let counter = format!("va:if:{rid}");
+        let mut inv = self.scripts.acquire.key(Self::key_name(rid));
+        inv.key(&counter);
+        inv.arg(self.settings.max_inflight)
+            .arg(ms(self.settings.inflight_ttl));
+        let reply: String = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        Ok(match reply.as_str() {
+            "ok" => (
+                Acquired::Ok,
+                Some(Slot {
+                    cluster: self.clone(),
+                    counter,
+                }),
+            ),
+            "busy" => (Acquired::TooMany, None),
+            _ => (Acquired::Unknown, None),
+        })
+    }
+
+    /// One step of a fixed-window limit shared by every node: false when `limit` is spent.
+    pub async fn rate(
+        &self,
+        bucket: &str,
+        limit: u32,
+        window: Duration,
+    ) -> Result<bool, StoreError> {
+        let window_ms = ms(window).max(1);
+        let name = format!("va:rl:{bucket}:{}", now_ms() / window_ms);
+        let mut inv = self.scripts.rate.key(name);
+        inv.arg(limit).arg(window_ms);
+        let ok: i64 = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        Ok(ok == 1)
+    }
+
+    fn idem_name(rid: &str, idem: &str) -> String {
+        format!("va:idem:{rid}:{idem}")
+    }
+
+    pub async fn idem_claim(
+        &self,
+        rid: &str,
+        idem: &str,
+        fingerprint: u64,
+        until_ms: u64,
+        window: Duration,
+    ) -> Result<IdemClaim, StoreError> {
+        let mut inv = self.scripts.idem_claim.key(Self::idem_name(rid, idem));
+        inv.arg(fingerprint.to_string())
+            .arg(until_ms)
+            .arg(ms(window));
+        let reply: Vec<Value> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let text = |i: usize| -> Option<String> {
+            reply
+                .get(i)
+                .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+        };
+        Ok(match text(0).as_deref() {
+            Some("run") => IdemClaim::Run,
+            Some("done") => IdemClaim::Done {
+                status: text(1).and_then(|s| s.parse().ok()).unwrap_or(500),
+                body: reply
+                    .get(2)
+                    .and_then(|v| redis::from_redis_value_ref::<Vec<u8>>(v).ok())
+                    .unwrap_or_default(),
+            },
+            Some("pending") => IdemClaim::Pending {
+                until_ms: text(1).and_then(|s| s.parse().ok()).unwrap_or(0),
+            },
+            _ => IdemClaim::Conflict,
+        })
+    }
+
+    pub async fn idem_record(
+        &self,
+        rid: &str,
+        idem: &str,
+        status: u16,
+        body: &[u8],
+    ) -> Result<(), StoreError> {
+        self.op(redis::cmd("HSET")
+            .arg(Self::idem_name(rid, idem))
+            .arg("status")
+            .arg(status)
+            .arg("body")
+            .arg(body)
+            .query_async::<i64>(&mut self.conn.clone()))
+            .await
+            .map(drop)
+    }
+
+    /// Registers interest in a key's changes (see [`Watch`]).
+    pub fn watch(&self, rid: &str) -> Watch<'_> {
+        let notify = self
+            .waiters
+            .entry(rid.to_owned())
+            .or_insert_with(|| Arc::new(Notify::new()))
+            .clone();
+        Watch {
+            cluster: self,
+            rid: rid.to_owned(),
+            notify,
+        }
+    }
+
+    /// Heartbeats; true when this node's entry was missing before (first beat, Redis lost its
+    /// data, or other nodes took this one for lost).
+    pub async fn heartbeat(&self) -> Result<bool, StoreError> {
+        let mut inv = self.scripts.heartbeat.key(NODES);
+        inv.arg(&self.node);
+        let created: i64 = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        Ok(created == 1)
+    }
+
+    /// Marks the keys of lost nodes offline; returns how many.
+    pub async fn reap(&self) -> Result<u64, StoreError> {
+        let mut inv = self.scripts.reap.key(NODES);
+        inv.key(EVENTS);
+        inv.arg(ms(NODE_STALE))
+            .arg(ms(self.settings.grace))
+            .arg(NODE_KEYS_PREFIX)
+            .arg(now_ms());
+        self.op(inv.invoke_async(&mut self.conn.clone())).await
+    }
+
+    /// Writes a live local binding back into Redis. Returns what Redis had instead, if the
+    /// binding cannot stand: `Some("revoked")` or `Some("elsewhere")`.
+    pub async fn reassert(
+        &self,
+        rid: &str,
+        sid: &str,
+        token_exp_unix: u64,
+    ) -> Result<Option<&'static str>, StoreError> {
+        let now = now_ms();
+        let exp = token_exp_unix * 1000;
+        let ttl = exp.saturating_sub(now) + ms(ONLINE_EXTRA);
+        let mut inv = self.scripts.reassert.key(Self::key_name(rid));
+        inv.key(Self::node_keys(&self.node)).key(EVENTS);
+        inv.arg(now).arg(&self.node).arg(sid).arg(exp).arg(ttl);
+        let reply: String = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        Ok(match reply.as_str() {
+            "revoked" => Some("revoked"),
+            "elsewhere" => Some("elsewhere"),
+            _ => None,
+        })
+    }
+
+    /// Leaves the cluster cleanly: this node's entry goes, so no one waits to reap it.
+    pub async fn leave(&self) {
+        let _ = self
+            .op(redis::pipe()
+                .cmd("HDEL")
+                .arg(NODES)
+                .arg(&self.node)
+                .cmd("DEL")
+                .arg(Self::node_keys(&self.node))
+                .query_async::<()>(&mut self.conn.clone()))
+            .await;
+    }
+}
+
+async fn redis_major_version(conn: &mut ConnectionManager) -> Option<u32> {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(conn)
+        .await
+        .ok()?;
+    let line = info.lines().find(|l| l.starts_with("redis_version:"))?;
+    line["redis_version:".len()..]
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Interest in one key's changes; dropped when the call stops waiting.
+pub struct Watch<'a> {
+    cluster: &'a Cluster,
+    rid: String,
+    notify: Arc<Notify>,
+}
+
+impl Watch<'_> {
+    pub fn notify(&self) -> &Notify {
+        &self.notify
+    }
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        // The map holds one reference and this watch another: when no one else waits, remove.
+        self.cluster
+            .waiters
+            .remove_if(&self.rid, |_, n| Arc::strong_count(n) <= 2);
+    }
+}
+
+/// One in-flight slot of a key; given back on drop.
+pub struct Slot {
+    cluster: Arc<Cluster>,
+    counter: String,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let cluster = self.cluster.clone();
+        let counter = std::mem::take(&mut self.counter);
+        tokio::spawn(async move {
+            let _ = cluster
+                .op(redis::cmd("DECR")
+                    .arg(counter)
+                    .query_async::<i64>(&mut cluster.conn.clone()))
+                .await;
+        });
+    }
+}
+
+/// The node's background duty while it runs: heartbeat, reap lost nodes, and write the live
+/// bindings back whenever this node finds its own entry gone.
+pub async fn maintain(app: Arc<crate::App>, cluster: Arc<Cluster>) {
+    let mut tick = tokio::time::interval(HEARTBEAT);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut first = true;
+    loop {
+        tick.tick().await;
+        cluster.ping_listener().await;
+        match cluster.heartbeat().await {
+            Ok(missing) => {
+                if missing && !first {
+                    tracing::warn!(
+                        "this node's entry was gone from Redis; writing its bindings back"
+                    );
+                    reassert_all(&app, &cluster).await;
+                }
+                first = false;
+            }
+            Err(StoreError) => continue,
+        }
+        match cluster.reap().await {
+            Ok(0) | Err(_) => {}
+            Ok(n) => tracing::info!(keys = n, "keys of a lost node marked offline"),
+        }
+    }
+}
+
+async fn reassert_all(app: &crate::App, cluster: &Cluster) {
+    use relay_wire::RevokeReason;
+    for (key, binding, exp) in app.keys.bound() {
+        let sid = binding.sid().to_string();
+        let reason = match cluster.reassert(&rid(&key), &sid, exp).await {
+            Ok(None) => continue,
+            Ok(Some("revoked")) => RevokeReason::Revoked,
+            Ok(Some(_)) => RevokeReason::Replaced,
+            Err(StoreError) => return,
+        };
+        tracing::info!(key = %relay_wire::Fp(&key), "binding lost while Redis was away; tab dismissed");
+        app.keys.release(&key, binding.sid());
+        crate::tabs::dismiss(crate::keys::Displaced {
+            binding,
+            pending: Vec::new(),
+            reason,
+        });
+    }
+}

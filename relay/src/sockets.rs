@@ -1,0 +1,120 @@
+//! One socket type for both deployments. Socket.IO sockets are typed by their adapter: the
+//! in-memory one for a single node, the Redis one for several. Handlers are generic over the
+//! adapter; what the rest of the relay keeps of a socket (the binding of a key) is a `TabSocket`.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use socketioxide::SendError;
+use socketioxide::SocketIo;
+use socketioxide::ack::AckStream;
+use socketioxide::adapter::{Adapter, LocalAdapter};
+use socketioxide::extensions::Extensions;
+use socketioxide::extract::SocketRef;
+use socketioxide::socket::Sid;
+
+use crate::cluster::driver::PubSub;
+
+/// The Socket.IO adapter of a relay running on Redis.
+pub type ClusterAdapter =
+    socketioxide_redis::CustomRedisAdapter<socketioxide::adapter::Emitter, PubSub>;
+
+/// A connected tab's socket, whichever adapter it came through.
+#[derive(Clone)]
+pub enum TabSocket {
+    Local(SocketRef<LocalAdapter>),
+    Cluster(SocketRef<ClusterAdapter>),
+}
+
+macro_rules! each {
+    ($socket:expr, $s:ident => $body:expr) => {
+        match $socket {
+            TabSocket::Local($s) => $body,
+            TabSocket::Cluster($s) => $body,
+        }
+    };
+}
+
+impl TabSocket {
+    pub fn id(&self) -> Sid {
+        each!(self, s => s.id)
+    }
+
+    pub fn connected(&self) -> bool {
+        each!(self, s => s.connected())
+    }
+
+    pub fn extensions(&self) -> &Extensions {
+        each!(self, s => &s.extensions)
+    }
+
+    pub fn emit<T: ?Sized + Serialize>(&self, event: &str, data: &T) -> Result<(), SendError> {
+        each!(self, s => s.emit(event, data))
+    }
+
+    /// Emits with an acknowledgement expected within `timeout`.
+    pub fn emit_with_ack<T: ?Sized + Serialize, V: DeserializeOwned>(
+        &self,
+        timeout: Duration,
+        event: &str,
+        data: &T,
+    ) -> Result<AckStream<V>, SendError> {
+        each!(self, s => s.timeout(timeout).emit_with_ack(event, data))
+    }
+
+    pub fn join(&self, room: String) {
+        each!(self, s => s.join(room))
+    }
+
+    pub fn leave(&self, room: String) {
+        each!(self, s => s.leave(room))
+    }
+
+    /// Closes the socket from the server side (socket.io-client does not reconnect on its own).
+    pub fn disconnect(&self) {
+        let _ = each!(self.clone(), s => s.disconnect());
+    }
+}
+
+/// The adapters the relay runs on.
+pub trait RelayAdapter: Adapter {
+    fn tab(socket: &SocketRef<Self>) -> TabSocket;
+}
+
+impl RelayAdapter for LocalAdapter {
+    fn tab(socket: &SocketRef<Self>) -> TabSocket {
+        TabSocket::Local(socket.clone())
+    }
+}
+
+impl RelayAdapter for ClusterAdapter {
+    fn tab(socket: &SocketRef<Self>) -> TabSocket {
+        TabSocket::Cluster(socket.clone())
+    }
+}
+
+/// The Socket.IO server handle, whichever adapter it runs on.
+#[derive(Clone)]
+pub enum Io {
+    Local(SocketIo<LocalAdapter>),
+    Cluster(SocketIo<ClusterAdapter>),
+}
+
+impl Io {
+    /// Sockets connected to this node.
+    pub fn local_socket_count(&self) -> usize {
+        match self {
+            Io::Local(io) => io.sockets().len(),
+            Io::Cluster(io) => io.local().sockets().len(),
+        }
+    }
+
+    /// Tells every tab on this node that the server is closing.
+    pub async fn close(&self) {
+        match self {
+            Io::Local(io) => io.close().await,
+            Io::Cluster(io) => io.close().await,
+        }
+    }
+}
