@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks the deploy files with the tools that exist here: hadolint (Dockerfile),
-# kubernetes-validate --strict (manifests), docker-compose config (compose file),
+# kubernetes-validate --strict (manifests), docker-compose config (compose files), haproxy -c,
 # systemd-analyze verify (units). Python tools come from a project-local venv when missing.
 # What cannot be checked on a machine without a container engine: building and running the image.
 set -euo pipefail
@@ -28,6 +28,15 @@ echo "-- docker-compose config deploy/compose.yaml"
 command -v docker-compose >/dev/null 2>&1 || { echo "docker-compose is missing: apt-get install -y docker-compose" >&2; exit 1; }
 LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=check RELAY_AGENT_SECRET=check \
   docker-compose -f "$ROOT/deploy/compose.yaml" config -q
+
+echo "-- docker-compose config deploy/compose.cluster.yaml"
+LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=check RELAY_AGENT_SECRET=check \
+  docker-compose -f "$ROOT/deploy/compose.cluster.yaml" config -q
+
+echo "-- haproxy -c deploy/haproxy.cfg"
+command -v haproxy >/dev/null 2>&1 || { echo "haproxy is missing: apt-get install -y haproxy" >&2; exit 1; }
+# The relay-a/relay-b names resolve only inside the compose network; that is the one warning.
+haproxy -c -q -f "$ROOT/deploy/haproxy.cfg"
 
 echo "-- systemd-analyze verify deploy/systemd (binaries from $TARGET/debug)"
 command -v systemd-analyze >/dev/null 2>&1 || { echo "systemd-analyze is missing: apt-get install -y systemd" >&2; exit 1; }

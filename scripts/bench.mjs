@@ -4,7 +4,10 @@
 // fresh server process, server and generator pinned to different cores when there are two,
 // repeated (3 times by default) and reported as medians with the ratio relay/reference.
 //
-//   node scripts/bench.mjs [--reps 3] [--secs 10] [--quick] [--no-50k]
+//   node scripts/bench.mjs [--reps 3] [--secs 10] [--quick] [--no-50k] [--no-cluster]
+//
+// With redis-server installed it also measures the several-node mode: two relays on one Redis,
+// tabs bound on node A, the same load posted to node A (same node) and to node B (cross node).
 //
 // Results (every run's JSON) are written to .run/bench/<timestamp>.json.
 import { spawn, execFileSync } from 'node:child_process';
@@ -23,6 +26,7 @@ const quick = flag('--quick');
 const reps = opt('--reps', quick ? 1 : 3);
 const secs = opt('--secs', quick ? 3 : 10);
 const with50k = !flag('--no-50k') && !quick;
+const withCluster = !flag('--no-cluster');
 const pin = cpus().length >= 2;
 // Each tab is one descriptor in the server and one in the generator; a sandbox may cap that.
 const fdLimit = Number(execFileSync('bash', ['-c', 'ulimit -n']).toString().trim()) || 1024;
@@ -56,8 +60,7 @@ const scenarios = [
   ...(with50k ? [{ id: 'idle_max', title: `${maxIdleTabs} idle tabs`, args: ['--tabs', String(maxIdleTabs), '--agents', '0', '--settle-secs', '3', '--connect-concurrency', '400'], idle: true }] : []),
 ];
 
-async function startServer(name) {
-  const s = servers[name];
+async function startServer(name, s = servers[name]) {
   const cmd = pin ? ['taskset', '-c', '0', ...s.cmd] : s.cmd;
   // Output goes to a file, never to a pipe: the generator runs synchronously, and a full pipe
   // would block a server that logs.
@@ -87,8 +90,7 @@ async function stopServer(proc) {
   await sleep(300);
 }
 
-function loadgen(name, args, pid) {
-  const s = servers[name];
+function loadgen(name, args, pid, s = servers[name]) {
   const full = [join(target, 'release/loadgen'), '--url', s.url, '--secret', SECRET, '--label', name, '--bind', s.bind,
     '--server-pid', String(pid), '--duration-secs', String(secs), ...args];
   const cmd = pin ? ['taskset', '-c', '1', ...full] : full;
@@ -116,6 +118,51 @@ for (const sc of scenarios) {
     }
     results[`${sc.id}/${name}`] = runs;
   }
+}
+
+// ---- several nodes: same-node against cross-node awaited calls --------------------------------
+const clusterRows = [];
+const haveRedis = (() => { try { execFileSync('bash', ['-c', 'command -v redis-server']); return true; } catch { return false; } })();
+if (withCluster && haveRedis) {
+  const redisPort = 4190;
+  const redisLog = openSync(join(root, '.run/bench', 'redis.log'), 'a');
+  const redisCmd = ['redis-server', '--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
+  const redis = spawn(...(pin ? ['taskset', ['-c', '0', ...redisCmd]] : [redisCmd[0], redisCmd.slice(1)]), { stdio: ['ignore', redisLog, redisLog] });
+  closeSync(redisLog);
+  await sleep(500);
+  const node = (port) => ({
+    ...servers.relay,
+    env: { ...servers.relay.env, RELAY_ADDR: `127.0.0.1:${port}`, RELAY_REDIS_URL: `redis://127.0.0.1:${redisPort}` },
+    url: `http://127.0.0.1:${port}`,
+  });
+  const [a, b] = [node(4111), node(4112)];
+  const runs = { same: [], cross: [] };
+  try {
+    for (let r = 0; r < reps; r++) {
+      for (const [kind, callUrl] of [['same', a.url], ['cross', b.url]]) {
+        execFileSync('redis-cli', ['-p', String(redisPort), 'flushall']);
+        const pa = await startServer('relay-node-a', a);
+        const pb = await startServer('relay-node-b', b);
+        try {
+          runs[kind].push(loadgen('relay', ['--tabs', '100', '--agents', '32', '--awaited', '--rate', '1000', '--call-url', callUrl], pa.pid, a));
+        } finally {
+          await stopServer(pa);
+          await stopServer(pb);
+        }
+        process.stderr.write(`cluster ${kind} run ${r + 1}: ${JSON.stringify(runs[kind].at(-1))}\n`);
+      }
+    }
+  } finally {
+    redis.kill('SIGKILL');
+  }
+  results['cluster_same/relay'] = runs.same;
+  results['cluster_cross/relay'] = runs.cross;
+  const both = (label, f, unit = '') => clusterRows.push({ label, same: median(runs.same.map(f)), cross: median(runs.cross.map(f)), unit });
+  both('awaited at 1,000/s: achieved calls/s', (x) => x.throughput_per_s);
+  both('  p50 latency', (x) => x.latency_us.p50, 'µs');
+  both('  p90 latency', (x) => x.latency_us.p90, 'µs');
+  both('  p99 latency', (x) => x.latency_us.p99, 'µs');
+  both('  max latency', (x) => x.latency_us.max, 'µs');
 }
 
 // ---- the table -------------------------------------------------------------------------------
@@ -171,7 +218,16 @@ for (const r of rows) {
   const unit = r.unit ? ` ${r.unit}` : '';
   console.log(`${r.label.padEnd(w)}${(fmt(r.relay) + unit).padStart(14)}${(fmt(r.reference) + unit).padStart(14)}${(r.ratio == null ? '' : `${r.ratio.toFixed(2)}×`).padStart(12)}`);
 }
-console.log('\ncross-node awaited call (Redis): n/a — the several-node mode (RELAY_REDIS_URL) is not built yet');
+if (clusterRows.length) {
+  console.log('\nseveral nodes (two relays on one Redis, tabs on node A; awaited calls, 32 agents, 100 tabs):');
+  console.log(`${'figure'.padEnd(w)}${'same node'.padStart(14)}${'cross node'.padStart(14)}${'extra'.padStart(12)}`);
+  for (const r of clusterRows) {
+    const extra = r.same != null && r.cross != null ? `${r.cross - r.same >= 0 ? '+' : ''}${fmt(r.cross - r.same)}` : '';
+    console.log(`${r.label.padEnd(w)}${(fmt(r.same) + (r.unit ? ` ${r.unit}` : '')).padStart(14)}${(fmt(r.cross) + (r.unit ? ` ${r.unit}` : '')).padStart(14)}${extra.padStart(12)}`);
+  }
+} else {
+  console.log(`\nseveral nodes: not measured (${withCluster ? 'redis-server is not installed' : '--no-cluster'})`);
+}
 console.log('\nintegrity (all runs): scenario/server  misrouted  lost  errors  bind-failures');
 for (const [k, m, l, e, b] of integrity) console.log(`  ${k.padEnd(28)} ${String(m).padStart(6)} ${String(l).padStart(5)} ${String(e).padStart(7)} ${String(b).padStart(8)}`);
 

@@ -242,8 +242,15 @@ async fn run_shared(
                     Some((binding, shared)) if binding.sid().to_string() == sid => {
                         deliver_local(app, call, &binding, &shared, deadline).await
                     }
-                    // Redis already names this socket, the local record lags a moment behind.
-                    _ => settle(app, deadline, changed).await?,
+                    // Redis names a socket of this node that is gone (its release was lost
+                    // while Redis was unreachable): correct Redis. Otherwise the local record
+                    // lags a moment behind a bind in progress.
+                    _ => {
+                        if !socket_alive(app, &sid) {
+                            cluster.release(&rid, &sid).await?;
+                        }
+                        settle(app, deadline, changed).await?
+                    }
                 }
             }
             Place::Online { node, sid } => {
@@ -262,6 +269,14 @@ async fn run_shared(
             Step::Again => continue,
         }
     }
+}
+
+/// Whether this node has a connected socket with this id.
+fn socket_alive(app: &App, sid: &str) -> bool {
+    let (Some(Io::Cluster(io)), Ok(sid)) = (app.io.get(), sid.parse()) else {
+        return false;
+    };
+    io.get_socket(sid).is_some_and(|s| s.connected())
 }
 
 /// A short pause before looking again: until the key changes, or a few milliseconds.

@@ -312,9 +312,10 @@ pub async fn run_connected(
 ) -> anyhow::Result<()> {
     let app = App::new(config, cluster);
     let (router, io) = build(app.clone()).await?;
-    if let Some(c) = &app.cluster {
-        tokio::spawn(cluster::maintain(app.clone(), c.clone()));
-    }
+    let maintainer = app
+        .cluster
+        .as_ref()
+        .map(|c| tokio::spawn(cluster::maintain(app.clone(), c.clone())));
 
     let sweeper = {
         let app = app.clone();
@@ -348,7 +349,10 @@ pub async fn run_connected(
     })
     .await;
     sweeper.abort();
-    if let Some(c) = &app.cluster {
+    if let (Some(c), Some(maintainer)) = (&app.cluster, maintainer) {
+        // No heartbeat may re-announce this node after it left.
+        maintainer.abort();
+        let _ = maintainer.await;
         c.leave().await;
     }
     served?;

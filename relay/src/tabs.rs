@@ -297,7 +297,15 @@ async fn bind(app: &App, s: &TabSocket, key: &str, proof: Proof) -> Result<(), E
             }
         }
     };
-    let displaced = app.keys.bind(key, proof, s).map_err(bind_refusal)?;
+    let displaced = match app.keys.bind(key, proof, s) {
+        Ok(displaced) => displaced,
+        Err(err) => {
+            // Only when this node's own record disagrees with Redis (a tombstone from before
+            // Redis lost its data): undo the shared half.
+            release(app, key, s).await;
+            return Err(bind_refusal(err));
+        }
+    };
     let key: Arc<str> = key.into();
     s.join(room(&key));
     s.extensions().insert(BoundKey(key.clone()));

@@ -57,6 +57,10 @@ struct Args {
     /// Seconds to hold idle tabs before measuring memory.
     #[arg(long, default_value_t = 2.0)]
     settle_secs: f64,
+    /// Where agents post their calls, when not to `--url` (tabs on one relay node, calls to
+    /// another: the several-node path).
+    #[arg(long)]
+    call_url: Option<String>,
     /// Tabs connecting at once.
     #[arg(long, default_value_t = 200)]
     connect_concurrency: usize,
@@ -332,17 +336,22 @@ async fn agent(
     }
 }
 
+async fn resolve(url: &str) -> anyhow::Result<SocketAddr> {
+    let host = url
+        .strip_prefix("http://")
+        .context("only http:// URLs")?
+        .trim_end_matches('/');
+    tokio::net::lookup_host(host)
+        .await?
+        .next()
+        .context("server address")
+}
+
 async fn run(args: Args) -> anyhow::Result<Value> {
-    let server: SocketAddr = {
-        let host = args
-            .url
-            .strip_prefix("http://")
-            .context("only http:// URLs")?
-            .trim_end_matches('/');
-        tokio::net::lookup_host(host)
-            .await?
-            .next()
-            .context("server address")?
+    let server = resolve(&args.url).await?;
+    let call_server = match &args.call_url {
+        Some(url) => resolve(url).await?,
+        None => server,
     };
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.agents.max(64))
@@ -436,7 +445,7 @@ async fn run(args: Args) -> anyhow::Result<Value> {
     for a in 0..args.agents {
         let offset = interval.map_or(Duration::ZERO, |i| i.mul_f64(a as f64 / args.agents as f64));
         tasks.push(tokio::spawn(agent(
-            server,
+            call_server,
             args.secret.clone(),
             keys.clone(),
             args.awaited,

@@ -744,17 +744,19 @@ impl Cluster {
         })
     }
 
-    /// Leaves the cluster cleanly: this node's entry goes, so no one waits to reap it.
+    /// Leaves the cluster: this node's entry is marked stale and reaped at once, so keys whose
+    /// release did not reach Redis go offline now rather than when their TTL ends.
     pub async fn leave(&self) {
-        let _ = self
-            .op(redis::pipe()
-                .cmd("HDEL")
+        let marked = self
+            .op(redis::cmd("HSET")
                 .arg(NODES)
                 .arg(&self.node)
-                .cmd("DEL")
-                .arg(Self::node_keys(&self.node))
-                .query_async::<()>(&mut self.conn.clone()))
+                .arg(0)
+                .query_async::<i64>(&mut self.conn.clone()))
             .await;
+        if marked.is_ok() {
+            let _ = self.reap().await;
+        }
     }
 }
 

@@ -6,8 +6,11 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { io } from 'socket.io-client';
-import { startRelay, startRedis, startBalancer, Tab, sleep, within } from './harness.mjs';
+import { startRelay, startRedis, startBalancer, freePort, repoRoot, Tab, sleep, within } from './harness.mjs';
 
 let redis;
 let nodes = [];
@@ -268,6 +271,23 @@ test('SIGKILL of a node: its keys go offline, the tab re-binds on another node, 
   }
 });
 
+test('SIGTERM of a node: its tabs are closed, its keys go offline on every node', async () => {
+  const leaving = await node('relay-leaving', { RELAY_DRAIN_MS: '500' });
+  const { tab, apiKey } = await tabOn(leaving, A);
+  leaving.proc.kill('SIGTERM');
+  await tab.next('disconnect', () => true, 8000);
+  const off = await B.waitState(apiKey, 'offline', 5000);
+  assert.ok(off.body.graceEndsMs > Date.now());
+  assert.equal((await within(10000, leaving.exited, 'the node to exit')).code, 0);
+  // The key still works once its tab comes back, on another node.
+  const back = C.tab({ token: tab.socket.auth.token });
+  back.socket.on('voice-agent:ping', (p, m, ack) => ack('back'));
+  await back.connected();
+  const r = await A.call({ apiKey, toolName: 'ping', awaitResult: true, timeoutMs: 3000 });
+  assert.equal(r.body.result, 'back');
+  back.close();
+});
+
 test('losing Redis: 503 and /readyz false on every node, nothing panics; all recovers when it returns', async () => {
   const { tab, apiKey } = await tabOn(A, C);
   tab.socket.on('voice-agent:ping', (p, m, ack) => ack('pong'));
@@ -317,4 +337,68 @@ test('losing Redis: 503 and /readyz false on every node, nothing panics; all rec
   for (const n of [A, B, C]) assert.equal(n.proc.exitCode, null, 'the node is still running');
   fresh.tab.close();
   tab.close();
+});
+
+test('through the deploy balancer (HAProxy, deploy/haproxy.cfg): polling tabs stick to a node, calls reach them from any node', async () => {
+  // The shipped config, with the compose service names pointed at two nodes on loopback.
+  const port = await freePort();
+  const hostOf = (relay) => new URL(relay.url).host;
+  const cfg = readFileSync(join(repoRoot, 'deploy/haproxy.cfg'), 'utf8')
+    .replace(/^resolvers docker[\s\S]*?(?=^frontend)/m, '')
+    .replace(' resolvers docker', '')
+    .replace('maxconn 100000', 'maxconn 2000')
+    .replace('bind :3001', `bind 127.0.0.1:${port}`)
+    .replace('relay-a:3001', hostOf(A))
+    .replace('relay-b:3001', hostOf(B));
+  const cfgPath = join(repoRoot, 'test-logs', `haproxy-${process.pid}.cfg`);
+  writeFileSync(cfgPath, cfg);
+  const haproxy = spawn('haproxy', ['-db', '-f', cfgPath], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let haproxyErr = '';
+  haproxy.stderr.on('data', (d) => { haproxyErr += d; });
+  const exited = new Promise((r) => haproxy.once('exit', r));
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    // Ready once both nodes pass the /readyz check.
+    const until = Date.now() + 15000;
+    while (Date.now() < until) {
+      const hits = new Set();
+      for (let i = 0; i < 4; i += 1) {
+        try {
+          const r = await fetch(`${url}/readyz`);
+          if (r.status === 200) hits.add((r.headers.get('set-cookie') ?? '').match(/RELAY_NODE=(\w)/)?.[1]);
+        } catch { /* not up yet */ }
+      }
+      if (hits.has('a') && hits.has('b')) break;
+      await sleep(200);
+    }
+    const tabs = [];
+    for (let i = 0; i < 4; i += 1) {
+      const minted = await A.token();
+      const socket = io(url, { transports: ['polling'], withCredentials: true, auth: { token: minted.token }, forceNew: true, reconnection: false, timeout: 5000 });
+      const tab = new Tab(socket);
+      socket.on('voice-agent:whoami', (p, m, ack) => ack({ i }));
+      await tab.connected();
+      await C.waitState(minted.apiKey, 'online');
+      tabs.push({ tab, apiKey: minted.apiKey });
+    }
+    // Long enough for many polls: a poll sent to the wrong node would end the session.
+    for (let round = 0; round < 3; round += 1) {
+      for (const [i, t] of tabs.entries()) {
+        const r = await (round === 2 ? { call: (b) => fetch(`${url}/api/voice-agent/tool-call`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${A.agentSecret}` }, body: JSON.stringify(b) }).then(async (res) => ({ status: res.status, body: await res.json() })) } : [A, B, C][(i + round) % 3])
+          .call({ apiKey: t.apiKey, toolName: 'whoami', awaitResult: true, timeoutMs: 3000 });
+        assert.equal(r.status, 200, JSON.stringify(r.body));
+        assert.deepEqual(r.body.result, { i });
+      }
+      await sleep(300);
+    }
+    for (const t of tabs) {
+      assert.equal(t.tab.received('disconnect').length, 0, 'no polling session was lost');
+      assert.equal(t.tab.socket.io.engine.transport.name, 'polling');
+      t.tab.close();
+    }
+  } finally {
+    haproxy.kill('SIGTERM');
+    await within(5000, exited, 'haproxy to exit').catch(() => haproxy.kill('SIGKILL'));
+    if (haproxyErr.includes('ALERT')) console.log(haproxyErr);
+  }
 });

@@ -43,7 +43,8 @@ async function launchServer({ name, bin, args, env, stream, banner }) {
   const proc = spawn(bin, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   proc.stdout.pipe(log, { end: false });
   proc.stderr.pipe(log, { end: false });
-  const exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
+  // 'close' comes after the output streams end, so the log is complete when it resolves.
+  const exited = new Promise((r) => proc.once('close', (code, signal) => r({ code, signal })));
   const pattern = new RegExp(`${banner} listening on http://(\\d+\\.\\d+\\.\\d+\\.\\d+:\\d+)`);
   const addr = await within(15000, new Promise((resolveAddr, reject) => {
     let buffer = '';
@@ -201,6 +202,8 @@ export class Relay {
         await within(5000, this.exited, 'the relay to die');
       }
     }
+    // Killed earlier by the test: wait for its output to be written out all the same.
+    await within(5000, this.exited, 'the relay output to end');
     await new Promise((r) => this.log.end(r));
     this.assertLogClean();
     return this.exited;
