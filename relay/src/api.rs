@@ -288,7 +288,7 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
                 },
                 Some(c) => {
                     let rid = cluster::rid(&call.api_key);
-                    match shared_claim(&app, c, &rid, &idem, fp, call.timeout).await? {
+                    match Box::pin(shared_claim(&app, c, &rid, &idem, fp, call.timeout)).await? {
                         None => Some(Recorder::Shared {
                             cluster: c.clone(),
                             rid,
@@ -347,9 +347,13 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
                 tx.send_replace(Some(outcome.clone()));
             }
             Some(Recorder::Shared { cluster, rid, idem }) => {
-                let recorded = cluster
-                    .idem_record(&rid, &idem, outcome.status.as_u16(), &outcome.body)
-                    .await;
+                let recorded = Box::pin(cluster.idem_record(
+                    &rid,
+                    &idem,
+                    outcome.status.as_u16(),
+                    &outcome.body,
+                ))
+                .await;
                 if recorded.is_err() {
                     tracing::warn!(call_id = %call.call_id, "outcome not recorded for retries: Redis unreachable");
                 }

@@ -60,7 +60,8 @@ enum Step {
 pub async fn run(app: &App, call: &Call) -> Result<Option<serde_json::Value>, ApiError> {
     match &app.cluster {
         None => run_local(app, call).await,
-        Some(cluster) => run_shared(app, cluster, call).await,
+        // Boxed: the shared path's larger state must not grow every single-node call's future.
+        Some(cluster) => Box::pin(run_shared(app, cluster, call)).await,
     }
 }
 

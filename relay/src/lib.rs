@@ -144,7 +144,7 @@ impl App {
             Some(c) => {
                 let bucket = format!("a:{}", hex::encode(&digest[..8]));
                 let limit = self.config.agent_rate_per_sec;
-                Ok(c.rate(&bucket, limit, Duration::from_secs(1)).await?)
+                Ok(Box::pin(c.rate(&bucket, limit, Duration::from_secs(1))).await?)
             }
         }
     }
