@@ -398,11 +398,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_draining_relay_is_retried_with_the_same_idempotency_key() {
+    async fn a_draining_relay_or_one_without_redis_is_retried_with_the_same_idempotency_key() {
         let (url, seen) = scripted(vec![
             (
                 503,
                 r#"{"ok":false,"error":{"code":"shutting_down","message":"draining"}}"#,
+                0,
+            ),
+            (
+                503,
+                r#"{"ok":false,"error":{"code":"unavailable","message":"no redis"}}"#,
                 0,
             ),
             (200, r#"{"ok":true,"callId":"c_3"}"#, 0),
@@ -414,8 +419,9 @@ mod tests {
             .unwrap();
         assert_eq!(ok.call_id, "c_3");
         let seen = seen.lock().unwrap();
-        assert_eq!(seen.len(), 2);
+        assert_eq!(seen.len(), 3);
         assert_eq!(seen[0], seen[1]);
+        assert_eq!(seen[1], seen[2]);
         assert!(seen[0].starts_with("aw-"));
     }
 

@@ -209,20 +209,33 @@ async fn run_shared(
 ) -> Result<Option<serde_json::Value>, ApiError> {
     let deadline = Instant::now() + call.timeout;
     let rid = cluster::rid(&call.api_key);
-    let _slot = match cluster.acquire(&rid).await? {
-        (Acquired::Ok, slot) => slot,
-        (Acquired::Unknown, _) => return Err(ApiError::unknown_key()),
-        (Acquired::TooMany, _) => return Err(too_many(app)),
-    };
+    // Watching before the first read, so no change between the read and the wait is missed.
     let watch = cluster.watch(&rid);
+    let first = watch.notify().notified();
+    tokio::pin!(first);
+    first.as_mut().enable();
+    let (_slot, mut known) = match cluster.acquire(&rid).await? {
+        (Acquired::Ok, Some((slot, place))) => (slot, Some(place)),
+        (Acquired::TooMany, _) => return Err(too_many(app)),
+        (Acquired::Ok | Acquired::Unknown, _) => return Err(ApiError::unknown_key()),
+    };
+    let mut first = Some(first);
     loop {
-        let changed = watch.notify().notified();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        let place = tokio::select! {
-            biased;
-            _ = app.drain.force.cancelled() => return Err(ApiError::shutting_down()),
-            place = cluster.lookup(&rid) => place?,
+        let fresh = watch.notify().notified();
+        tokio::pin!(fresh);
+        fresh.as_mut().enable();
+        // The first round uses what the slot's script read, and its wake-up registration.
+        let changed = match first.take() {
+            Some(f) => f,
+            None => fresh,
+        };
+        let place = match known.take() {
+            Some(place) => place,
+            None => tokio::select! {
+                biased;
+                _ = app.drain.force.cancelled() => return Err(ApiError::shutting_down()),
+                place = cluster.lookup(&rid) => place?,
+            },
         };
         let step = match place {
             Place::Unknown => return Err(ApiError::unknown_key()),

@@ -214,15 +214,16 @@ return {'revoked'}",
             // KEYS: key, in-flight counter; ARGV: max in flight, counter ttl ms
             acquire: Script::new(
                 r"
-local st = redis.call('HGET', KEYS[1], 'st')
-if not st or st == 'revoked' then return 'unknown' end
+local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
+if not h[1] or h[1] == 'revoked' then return {'unknown'} end
 local n = redis.call('INCR', KEYS[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 if n > tonumber(ARGV[1]) then
   redis.call('DECR', KEYS[2])
-  return 'busy'
+  return {'busy'}
 end
-return 'ok'",
+if h[1] == 'online' then return {'ok', h[2], h[3]} end
+return {'ok'}",
             ),
             // Returns 1 when this node's entry was missing (first beat, Redis emptied, or reaped).
             heartbeat: Script::new(
@@ -593,26 +594,32 @@ impl Cluster {
         })
     }
 
-    /// Takes one of the key's in-flight slots, counted across nodes.
+    /// Takes one of the key's in-flight slots, counted across nodes, and tells where the key's
+    /// tab is (one round trip for both).
     pub async fn acquire(
         self: &Arc<Self>,
         rid: &str,
-    ) -> Result<(Acquired, Option<Slot>), StoreError> {
+    ) -> Result<(Acquired, Option<(Slot, Place)>), StoreError> {
         let counter = format!("va:if:{rid}");
         let mut inv = self.scripts.acquire.key(Self::key_name(rid));
         inv.key(&counter);
         inv.arg(self.settings.max_inflight)
             .arg(ms(self.settings.inflight_ttl));
-        let reply: String = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
-        Ok(match reply.as_str() {
-            "ok" => (
-                Acquired::Ok,
-                Some(Slot {
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let mut words = reply.into_iter();
+        Ok(match words.next().as_deref() {
+            Some("ok") => {
+                let place = match (words.next(), words.next()) {
+                    (Some(node), Some(sid)) => Place::Online { node, sid },
+                    _ => Place::Waiting,
+                };
+                let slot = Slot {
                     cluster: self.clone(),
                     counter,
-                }),
-            ),
-            "busy" => (Acquired::TooMany, None),
+                };
+                (Acquired::Ok, Some((slot, place)))
+            }
+            Some("busy") => (Acquired::TooMany, None),
             _ => (Acquired::Unknown, None),
         })
     }
@@ -861,5 +868,36 @@ async fn reassert_all(app: &crate::App, cluster: &Cluster) {
             pending: Vec::new(),
             reason,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_get_resp3_unless_they_choose() {
+        assert_eq!(
+            with_resp3("redis://h:6379"),
+            "redis://h:6379?protocol=resp3"
+        );
+        assert_eq!(
+            with_resp3("redis://h:6379/2?x=1"),
+            "redis://h:6379/2?x=1&protocol=resp3"
+        );
+        assert_eq!(
+            with_resp3("redis://h?protocol=resp2"),
+            "redis://h?protocol=resp2"
+        );
+    }
+
+    #[test]
+    fn stored_names_never_hold_the_key() {
+        let key = format!("va_{}", "ab".repeat(32));
+        let id = rid(&key);
+        assert_eq!(id.len(), 32);
+        assert!(!id.contains(&key[3..19]));
+        assert_eq!(id, rid(&key));
+        assert_ne!(id, rid(&format!("va_{}", "cd".repeat(32))));
     }
 }

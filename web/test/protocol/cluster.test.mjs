@@ -214,16 +214,25 @@ test('an idempotent retry on another node replays the outcome and emits nothing 
 
 test('the per-key in-flight limit is counted across nodes', async () => {
   const { tab, apiKey } = await tabOn(A, A);
-  tab.socket.on('voice-agent:hold', (p, m, ack) => setTimeout(() => ack('done'), 800));
-  const body = { apiKey, toolName: 'hold', awaitResult: true, timeoutMs: 5000 };
-  // The relays run with the default limit of 16 in flight per key.
+  const held = [];
+  tab.socket.on('voice-agent:hold', (p, m, ack) => held.push(ack));
+  const body = { apiKey, toolName: 'hold', awaitResult: true, timeoutMs: 10000 };
+  // The relays run with the default limit of 16 in flight per key, spread over three nodes.
   const calls = [];
   for (let i = 0; i < 16; i += 1) calls.push([A, B, C][i % 3].call(body));
-  await sleep(300);
+  const until = Date.now() + 8000;
+  while (held.length < 16 && Date.now() < until) await sleep(20);
+  assert.equal(held.length, 16, 'all 16 calls reached the tab');
   const extra = await B.call(body);
   assert.equal(extra.status, 429, JSON.stringify(extra.body));
   assert.equal(extra.body.error.code, 'rate_limited');
+  for (const ack of held) ack('done');
   for (const r of await Promise.all(calls)) assert.equal(r.status, 200);
+  // Slots come back when calls end: one more goes through.
+  tab.socket.off('voice-agent:hold');
+  tab.socket.on('voice-agent:hold', (p, m, ack) => ack('again'));
+  const after = await C.call(body);
+  assert.equal(after.status, 200, JSON.stringify(after.body));
   tab.close();
 });
 
