@@ -4,7 +4,7 @@
 // fresh server process, server and generator pinned to different cores when there are two,
 // repeated (3 times by default) and reported as medians with the ratio relay/reference.
 //
-//   node scripts/bench.mjs [--reps 3] [--secs 10] [--quick] [--no-50k] [--no-cluster]
+//   node scripts/bench.mjs [--reps 3] [--secs 10] [--quick] [--no-50k] [--no-cluster] [--cluster-only]
 //
 // With redis-server installed it also measures the several-node mode: two relays on one Redis,
 // tabs bound on node A, the same load posted to node A (same node) and to node B (cross node).
@@ -25,7 +25,8 @@ const opt = (name, dflt) => { const i = argv.indexOf(name); return i >= 0 ? Numb
 const quick = flag('--quick');
 const reps = opt('--reps', quick ? 1 : 3);
 const secs = opt('--secs', quick ? 3 : 10);
-const with50k = !flag('--no-50k') && !quick;
+const clusterOnly = flag('--cluster-only');
+const with50k = !flag('--no-50k') && !quick && !clusterOnly;
 const withCluster = !flag('--no-cluster');
 const pin = cpus().length >= 2;
 // Each tab is one descriptor in the server and one in the generator; a sandbox may cap that.
@@ -104,7 +105,7 @@ const median = (xs) => {
 };
 
 const results = {};
-for (const sc of scenarios) {
+for (const sc of clusterOnly ? [] : scenarios) {
   for (const name of Object.keys(servers)) {
     const runs = [];
     for (let r = 0; r < (sc.once ? 1 : reps); r++) {
@@ -214,7 +215,7 @@ if (maxIdleTabs < 50000) console.log(`Open-file limit here: ${fdLimit}, so the i
 console.log(`Reference: Express ${'5'} + socket.io 4 on Node ${process.version}, binding by register (the seed's design); relay binds by handshake token.\n`);
 const w = Math.max(...rows.map((r) => r.label.length)) + 2;
 console.log(`${'figure'.padEnd(w)}${'relay'.padStart(14)}${'reference'.padStart(14)}${'relay/ref'.padStart(12)}`);
-for (const r of rows) {
+for (const r of clusterOnly ? [] : rows) {
   const unit = r.unit ? ` ${r.unit}` : '';
   console.log(`${r.label.padEnd(w)}${(fmt(r.relay) + unit).padStart(14)}${(fmt(r.reference) + unit).padStart(14)}${(r.ratio == null ? '' : `${r.ratio.toFixed(2)}×`).padStart(12)}`);
 }
