@@ -131,7 +131,25 @@ pub enum Acquired {
     TooMany,
 }
 
+/// Lua shared by the scripts that say where a tab is: an online key counts as waiting when its
+/// node has missed heartbeats (lost, or left), so no call is handed to a node that is gone.
+const PLACE_LUA: &str = r"
+local function place(h, nodes, suspect)
+  if h[1] ~= 'online' then return nil end
+  local seen = redis.call('HGET', nodes, h[2])
+  if not seen then return nil end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if now - tonumber(seen) > tonumber(suspect) then return nil end
+  return {h[2], h[3]}
+end
+";
+
+/// An online key whose node has not heartbeaten for this long is treated as offline by calls.
+pub const NODE_SUSPECT: Duration = Duration::from_millis(2500);
+
 struct Scripts {
+    lookup: Script,
     issue: Script,
     bind: Script,
     release: Script,
@@ -147,6 +165,15 @@ struct Scripts {
 impl Scripts {
     fn new() -> Self {
         Scripts {
+            // KEYS: key, nodes; ARGV: suspect ms
+            lookup: Script::new(&format!(
+                r"{PLACE_LUA}
+local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
+if not h[1] or h[1] == 'revoked' then return {{'unknown'}} end
+local p = place(h, KEYS[2], ARGV[1])
+if p then return {{'online', p[1], p[2]}} end
+return {{'waiting'}}"
+            )),
             issue: Script::new(
                 r"
 redis.call('HSET', KEYS[1], 'st', 'issued', 'since', ARGV[1], 'exp', ARGV[2], 'eb', '0')
@@ -211,20 +238,21 @@ if h[1] == 'online' then
 end
 return {'revoked'}",
             ),
-            // KEYS: key, in-flight counter; ARGV: max in flight, counter ttl ms
-            acquire: Script::new(
-                r"
+            // KEYS: key, in-flight counter, nodes; ARGV: max in flight, counter ttl ms, suspect ms
+            acquire: Script::new(&format!(
+                r"{PLACE_LUA}
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
-if not h[1] or h[1] == 'revoked' then return {'unknown'} end
+if not h[1] or h[1] == 'revoked' then return {{'unknown'}} end
 local n = redis.call('INCR', KEYS[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 if n > tonumber(ARGV[1]) then
   redis.call('DECR', KEYS[2])
-  return {'busy'}
+  return {{'busy'}}
 end
-if h[1] == 'online' then return {'ok', h[2], h[3]} end
-return {'ok'}",
-            ),
+local p = place(h, KEYS[3], ARGV[3])
+if p then return {{'ok', p[1], p[2]}} end
+return {{'ok'}}"
+            )),
             // Returns 1 when this node's entry was missing (first beat, Redis emptied, or reaped).
             heartbeat: Script::new(
                 r"
@@ -382,6 +410,11 @@ impl Cluster {
             settings,
         });
         cluster.clone().listen().await?;
+        // Announced before serving: a tab bound here must never look like it is on a lost node.
+        cluster
+            .heartbeat()
+            .await
+            .map_err(|_| anyhow::anyhow!("Redis did not take this node's heartbeat"))?;
         Ok(cluster)
     }
 
@@ -579,19 +612,18 @@ impl Cluster {
     }
 
     pub async fn lookup(&self, rid: &str) -> Result<Place, StoreError> {
-        let (st, node, sid): (Option<String>, Option<String>, Option<String>) = self
-            .op(redis::cmd("HMGET")
-                .arg(Self::key_name(rid))
-                .arg("st")
-                .arg("node")
-                .arg("sid")
-                .query_async(&mut self.conn.clone()))
-            .await?;
-        Ok(match (st.as_deref(), node, sid) {
-            (Some("online"), Some(node), Some(sid)) => Place::Online { node, sid },
-            (Some("issued") | Some("offline"), _, _) => Place::Waiting,
-            _ => Place::Unknown,
-        })
+        let mut inv = self.scripts.lookup.key(Self::key_name(rid));
+        inv.key(NODES);
+        inv.arg(ms(NODE_SUSPECT));
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let mut words = reply.into_iter();
+        Ok(
+            match (words.next().as_deref(), words.next(), words.next()) {
+                (Some("online"), Some(node), Some(sid)) => Place::Online { node, sid },
+                (Some("waiting"), _, _) => Place::Waiting,
+                _ => Place::Unknown,
+            },
+        )
     }
 
     /// Takes one of the key's in-flight slots, counted across nodes, and tells where the key's
@@ -602,9 +634,10 @@ impl Cluster {
     ) -> Result<(Acquired, Option<(Slot, Place)>), StoreError> {
         let counter = format!("va:if:{rid}");
         let mut inv = self.scripts.acquire.key(Self::key_name(rid));
-        inv.key(&counter);
+        inv.key(&counter).key(NODES);
         inv.arg(self.settings.max_inflight)
-            .arg(ms(self.settings.inflight_ttl));
+            .arg(ms(self.settings.inflight_ttl))
+            .arg(ms(NODE_SUSPECT));
         let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
         let mut words = reply.into_iter();
         Ok(match words.next().as_deref() {
