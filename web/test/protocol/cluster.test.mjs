@@ -10,7 +10,10 @@ import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { io } from 'socket.io-client';
+import { pathToFileURL } from 'node:url';
 import { startRelay, startRedis, startBalancer, freePort, repoRoot, Tab, sleep, within } from './harness.mjs';
+
+const { VoiceRelayClient } = await import(pathToFileURL(join(repoRoot, 'web/dist/lib/client.node.js')).href);
 
 let redis;
 let nodes = [];
@@ -276,6 +279,30 @@ test('SIGKILL of a node: its keys go offline, the tab re-binds on another node, 
     assert.equal(deliveries, 2);
     socket.close();
   } finally {
+    await lb.close();
+  }
+});
+
+test('the browser client library re-binds on another node after its node is killed, behind a balancer', async () => {
+  const doomed = await node('relay-doomed-client');
+  const lb = await startBalancer(doomed.url);
+  const client = new VoiceRelayClient({ relayUrl: lb.url, transports: ['websocket'] });
+  try {
+    let runs = 0;
+    client.handle('draw_card', async () => { runs += 1; return { cardId: 'the-moon', reversed: true }; });
+    const token = await within(5000, client.start(), 'client.start');
+    doomed.remember(token.token, token.apiKey);
+    await A.waitState(token.apiKey, 'online');
+    lb.target = B.url;
+    doomed.proc.kill('SIGKILL');
+    // Posted while the tab is between nodes: the call waits for it and is answered once.
+    const r = await C.call({ apiKey: token.apiKey, toolName: 'draw_card', awaitResult: true, timeoutMs: 15000 });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.deepEqual(r.body.result, { cardId: 'the-moon', reversed: true });
+    assert.equal(runs, 1);
+    assert.equal(client.state, 'bound');
+  } finally {
+    client.stop();
     await lb.close();
   }
 });
