@@ -324,19 +324,26 @@ test('SIGTERM of a node: its tabs are closed, its keys go offline on every node'
   back.close();
 });
 
+/** Polls a node's /readyz until it answers `status` (bounded), and returns that answer. */
+async function readiness(n, status, ms = 10000) {
+  const until = Date.now() + ms;
+  let ready;
+  while (Date.now() < until) {
+    ready = await n.fetch('/readyz');
+    if (ready.status === status) return ready;
+    await sleep(100);
+  }
+  assert.equal(ready.status, status, JSON.stringify(ready.body));
+  return ready;
+}
+
 test('losing Redis: 503 and /readyz false on every node, nothing panics; all recovers when it returns', async () => {
   const { tab, apiKey } = await tabOn(A, C);
   tab.socket.on('voice-agent:ping', (p, m, ack) => ack('pong'));
   await redis.stop();
   for (const n of [A, B, C]) {
-    const until = Date.now() + 8000;
-    let ready;
-    while (Date.now() < until) {
-      ready = await n.fetch('/readyz');
-      if (ready.status === 503) break;
-      await sleep(100);
-    }
-    assert.equal(ready.status, 503, JSON.stringify(ready.body));
+    const ready = await readiness(n, 503);
+    assert.equal(ready.body.reason, 'redis unreachable');
     assert.equal((await n.fetch('/healthz')).status, 200);
   }
   const call = await B.call({ apiKey, toolName: 'ping', awaitResult: true, timeoutMs: 2000 });
@@ -349,16 +356,7 @@ test('losing Redis: 503 and /readyz false on every node, nothing panics; all rec
   assert.equal(state.status, 503);
 
   await redis.start(); // empty: nothing was persisted
-  for (const n of [A, B, C]) {
-    const until = Date.now() + 10000;
-    let ready;
-    while (Date.now() < until) {
-      ready = await n.fetch('/readyz');
-      if (ready.status === 200) break;
-      await sleep(100);
-    }
-    assert.equal(ready.status, 200, JSON.stringify(ready.body));
-  }
+  for (const n of [A, B, C]) await readiness(n, 200);
   // Node A writes its live binding back; the tab is reached from the other nodes again.
   await B.waitState(apiKey, 'online', 8000);
   for (const via of [B, C, A]) {
