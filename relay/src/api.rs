@@ -207,14 +207,9 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
         return Err(ApiError::shutting_down());
     }
     let agent = authorize(&app, request.headers())?;
-    if !app.agent_may_call(agent).await? {
-        return Err(ApiError::new(
-            ErrorCode::RateLimited,
-            format!(
-                "this agent started more than {} tool calls in a second",
-                app.config.agent_rate_per_sec
-            ),
-        ));
+    // With several nodes the shared rate is taken with the call's in-flight slot (calls.rs).
+    if app.cluster.is_none() && !app.agent_may_call(agent) {
+        return Err(calls::agent_rate_limited(&app));
     }
     let idem_key = match request.headers().get(headers::IDEMPOTENCY_KEY) {
         None => None,
@@ -253,6 +248,7 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
         }
     };
     let call = Call {
+        agent,
         call_id: calls::new_call_id(),
         api_key: req.api_key,
         tool_name: req.tool_name,

@@ -11,7 +11,7 @@ use socketioxide::{AckError, SendError, SocketError};
 use tokio::time::Instant;
 
 use crate::App;
-use crate::cluster::{self, Acquired, Cluster, Place};
+use crate::cluster::{self, Acquired, AgentRate, Cluster, Place};
 use crate::error::ApiError;
 use crate::keys::{AcquireError, Binding, KeyShared, WaitError};
 use crate::sockets::{ClusterAdapter, Io};
@@ -19,6 +19,8 @@ use relay_wire::Fp;
 
 /// A validated tool call.
 pub struct Call {
+    /// Which agent secret authorized it (for the shared call rate with several nodes).
+    pub agent: usize,
     pub api_key: String,
     pub tool_name: String,
     pub params: Option<Box<RawValue>>,
@@ -71,6 +73,16 @@ fn too_many(app: &App) -> ApiError {
         format!(
             "this key already has {} tool calls in flight",
             app.config.max_inflight_per_key
+        ),
+    )
+}
+
+pub fn agent_rate_limited(app: &App) -> ApiError {
+    ApiError::new(
+        ErrorCode::RateLimited,
+        format!(
+            "this agent started more than {} tool calls in a second",
+            app.config.agent_rate_per_sec
         ),
     )
 }
@@ -214,9 +226,16 @@ async fn run_shared(
     let first = watch.notify().notified();
     tokio::pin!(first);
     first.as_mut().enable();
-    let (_slot, mut known) = match cluster.acquire(&rid).await? {
+    let bucket = app.agent_bucket(call.agent);
+    let agent = AgentRate {
+        bucket: &bucket,
+        limit: app.config.agent_rate_per_sec,
+        window: Duration::from_secs(1),
+    };
+    let (_slot, mut known) = match cluster.acquire(&rid, &agent).await? {
         (Acquired::Ok, Some((slot, place))) => (slot, Some(place)),
         (Acquired::TooMany, _) => return Err(too_many(app)),
+        (Acquired::RateLimited, _) => return Err(agent_rate_limited(app)),
         (Acquired::Ok | Acquired::Unknown, _) => return Err(ApiError::unknown_key()),
     };
     let mut first = Some(first);

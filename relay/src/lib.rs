@@ -133,20 +133,18 @@ impl App {
         bool::from(found).then_some(index as usize)
     }
 
-    /// Takes one call from agent `index`'s rate budget; false when it is spent. With several
-    /// nodes the budget is shared by all of them.
-    pub async fn agent_may_call(&self, index: usize) -> Result<bool, ApiError> {
-        let Some((digest, limiter)) = self.agents.get(index) else {
-            return Ok(false);
-        };
-        match &self.cluster {
-            None => Ok(limiter.check().is_ok()),
-            Some(c) => {
-                let bucket = format!("a:{}", hex::encode(&digest[..8]));
-                let limit = self.config.agent_rate_per_sec;
-                Ok(Box::pin(c.rate(&bucket, limit, Duration::from_secs(1))).await?)
-            }
-        }
+    /// Takes one call from agent `index`'s rate budget; false when it is spent. Single node
+    /// only: with several nodes the shared budget is taken with the call's in-flight slot.
+    pub fn agent_may_call(&self, index: usize) -> bool {
+        self.agents
+            .get(index)
+            .is_some_and(|(_, limiter)| limiter.check().is_ok())
+    }
+
+    /// The name of agent `index`'s shared rate window (a digest prefix, never the secret).
+    pub fn agent_bucket(&self, index: usize) -> String {
+        let digest = self.agents.get(index).map_or(&[0u8; 32], |(d, _)| d);
+        format!("a:{}", hex::encode(&digest[..8]))
     }
 
     /// Takes one token from `ip`'s issuance budget; false when it is spent. With several nodes

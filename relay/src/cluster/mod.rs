@@ -129,6 +129,24 @@ pub enum Acquired {
     Ok,
     Unknown,
     TooMany,
+    /// The agent's shared call rate is spent.
+    RateLimited,
+}
+
+/// An agent's shared call-rate window, checked with the in-flight slot.
+pub struct AgentRate<'a> {
+    pub bucket: &'a str,
+    pub limit: u32,
+    pub window: Duration,
+}
+
+/// The Redis name of the current fixed window of `bucket`, and the window's length in ms.
+fn rate_window(bucket: &str, window: Duration) -> (String, u64) {
+    let window_ms = ms(window).max(1);
+    (
+        format!("va:rl:{bucket}:{}", now_ms() / window_ms),
+        window_ms,
+    )
 }
 
 /// Lua shared by the scripts that say where a tab is: an online key counts as waiting when its
@@ -238,9 +256,13 @@ if h[1] == 'online' then
 end
 return {'revoked'}",
             ),
-            // KEYS: key, in-flight counter, nodes; ARGV: max in flight, counter ttl ms, suspect ms
+            // KEYS: key, in-flight counter, nodes, agent rate window
+            // ARGV: max in flight, counter ttl ms, suspect ms, agent rate limit, window ms
             acquire: Script::new(&format!(
                 r"{PLACE_LUA}
+local r = redis.call('INCR', KEYS[4])
+if r == 1 then redis.call('PEXPIRE', KEYS[4], ARGV[5]) end
+if r > tonumber(ARGV[4]) then return {{'rate'}} end
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
 if not h[1] or h[1] == 'revoked' then return {{'unknown'}} end
 local n = redis.call('INCR', KEYS[2])
@@ -626,18 +648,22 @@ impl Cluster {
         )
     }
 
-    /// Takes one of the key's in-flight slots, counted across nodes, and tells where the key's
-    /// tab is (one round trip for both).
+    /// Takes one call from the agent's rate window and one of the key's in-flight slots, both
+    /// counted across nodes, and tells where the key's tab is: one round trip for all three.
     pub async fn acquire(
         self: &Arc<Self>,
         rid: &str,
+        agent: &AgentRate<'_>,
     ) -> Result<(Acquired, Option<(Slot, Place)>), StoreError> {
         let counter = format!("va:if:{rid}");
+        let (window_key, window_ms) = rate_window(agent.bucket, agent.window);
         let mut inv = self.scripts.acquire.key(Self::key_name(rid));
-        inv.key(&counter).key(NODES);
+        inv.key(&counter).key(NODES).key(window_key);
         inv.arg(self.settings.max_inflight)
             .arg(ms(self.settings.inflight_ttl))
-            .arg(ms(NODE_SUSPECT));
+            .arg(ms(NODE_SUSPECT))
+            .arg(agent.limit)
+            .arg(window_ms);
         let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
         let mut words = reply.into_iter();
         Ok(match words.next().as_deref() {
@@ -653,6 +679,7 @@ impl Cluster {
                 (Acquired::Ok, Some((slot, place)))
             }
             Some("busy") => (Acquired::TooMany, None),
+            Some("rate") => (Acquired::RateLimited, None),
             _ => (Acquired::Unknown, None),
         })
     }
@@ -664,8 +691,7 @@ impl Cluster {
         limit: u32,
         window: Duration,
     ) -> Result<bool, StoreError> {
-        let window_ms = ms(window).max(1);
-        let name = format!("va:rl:{bucket}:{}", now_ms() / window_ms);
+        let (name, window_ms) = rate_window(bucket, window);
         let mut inv = self.scripts.rate.key(name);
         inv.arg(limit).arg(window_ms);
         let ok: i64 = self.op(inv.invoke_async(&mut self.conn.clone())).await?;

@@ -239,6 +239,43 @@ test('the per-key in-flight limit is counted across nodes', async () => {
   tab.close();
 });
 
+test('the agent call rate and the token rate are shared by the nodes', async () => {
+  // Two more nodes on a Redis of their own, with small limits.
+  const own = await startRedis();
+  const env = { ...shared, RELAY_REDIS_URL: own.url, RELAY_AGENT_RATE_PER_SEC: '4', RELAY_TOKEN_RATE_PER_MIN: '3' };
+  const X = await startRelay(env, { name: 'relay-x' });
+  const Y = await startRelay(env, { name: 'relay-y' });
+  X.share(Y); Y.share(X);
+  try {
+    const window = (ms) => Math.floor(Date.now() / ms);
+    // Tokens: 3 a minute from this address, whichever node mints them.
+    let minuteAtStart;
+    let statuses;
+    for (let attempt = 0; attempt < 2; attempt += 1) {
+      minuteAtStart = window(60000);
+      statuses = [];
+      for (const n of [X, Y, X, Y, X, Y]) statuses.push((await n.fetch('/token', { method: 'POST' })).status);
+      if (window(60000) === minuteAtStart) break;
+    }
+    assert.equal(statuses.filter((s) => s === 200).length <= 3, true, statuses.join());
+    assert.ok(statuses.includes(429), statuses.join());
+    // Calls: 4 a second for this agent, whichever node takes them (unknown keys count too).
+    let counts;
+    for (let attempt = 0; attempt < 3; attempt += 1) {
+      const second = window(1000);
+      const replies = await Promise.all([X, Y, X, Y, X, Y, X, Y].map((n) => n.call({ apiKey: `va_${randomBytes(32).toString('hex')}`, toolName: 'OpenPopover' })));
+      counts = { limited: replies.filter((r) => r.status === 429).length, other: replies.filter((r) => r.status === 404).length };
+      if (window(1000) === second) break;
+      await sleep(1000);
+    }
+    assert.deepEqual(counts, { limited: 4, other: 4 });
+  } finally {
+    await X.stop();
+    await Y.stop();
+    await own.stop();
+  }
+});
+
 test('SIGKILL of a node: its keys go offline, the tab re-binds on another node, the waiting call completes', async () => {
   const doomed = await node('relay-doomed');
   const lb = await startBalancer(doomed.url);
