@@ -19,7 +19,7 @@ use relay_wire::{
 use crate::App;
 use crate::calls::{self, Call};
 use crate::cluster::{self, Cluster};
-use crate::error::{ApiError, encode, json_response};
+use crate::error::{ApiError, encode, json_response, truncate};
 use crate::idempotency::{self, Claim, Outcome};
 use crate::tabs;
 use relay_wire::Fp;
@@ -185,13 +185,7 @@ fn parse_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiErr
 /// A serde error, cut short: enough to fix the request, never a whole echoed value.
 fn short(err: &serde_json::Error) -> String {
     let mut text = err.to_string();
-    if text.len() > 200 {
-        let mut end = 200;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
+    truncate(&mut text, 200);
     text
 }
 
@@ -393,7 +387,7 @@ async fn shared_claim(
     fp: u64,
     timeout: std::time::Duration,
 ) -> Result<Option<Outcome>, ApiError> {
-    let now_ms = crate::tokens::unix_now().as_millis() as u64;
+    let now_ms = crate::tokens::unix_now_ms();
     // The first call ends by its own deadline (plus a forced drain); past that it was lost.
     let until_ms = now_ms + (timeout + app.config.drain).as_millis() as u64 + 2000;
     let hard_stop =
@@ -416,7 +410,7 @@ async fn shared_claim(
                 }));
             }
             cluster::IdemClaim::Pending { until_ms } => {
-                let now_ms = crate::tokens::unix_now().as_millis() as u64;
+                let now_ms = crate::tokens::unix_now_ms();
                 if now_ms > until_ms || tokio::time::Instant::now() > hard_stop {
                     return Ok(Some(internal_outcome()));
                 }
@@ -473,7 +467,7 @@ async fn key_status(
 }
 
 fn shared_status(api_key: &str, s: cluster::StoredStatus) -> KeyStatus {
-    let now_ms = crate::tokens::unix_now().as_millis() as u64;
+    let now_ms = crate::tokens::unix_now_ms();
     KeyStatus {
         ok: true,
         state: s.state,

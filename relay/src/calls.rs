@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::App;
 use crate::cluster::{self, Acquired, AgentRate, Cluster, Place};
-use crate::error::ApiError;
+use crate::error::{ApiError, truncate};
 use crate::keys::{AcquireError, Binding, KeyShared, WaitError};
 use crate::sockets::{ClusterAdapter, Io};
 use relay_wire::Fp;
@@ -441,16 +441,6 @@ fn interpret(value: serde_json::Value) -> Result<Option<serde_json::Value>, ApiE
             truncate(&mut message, 1000);
             Err(ApiError::new(code, message))
         }
-    }
-}
-
-fn truncate(s: &mut String, max: usize) {
-    if s.len() > max {
-        let mut end = max;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
     }
 }
 

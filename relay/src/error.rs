@@ -110,3 +110,15 @@ pub fn encode<T: serde::Serialize>(value: &T) -> bytes::Bytes {
         }
     }
 }
+
+/// Cuts `s` to at most `max` bytes, on a character boundary: for messages that echo what a
+/// client or a tab sent.
+pub fn truncate(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+}

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::fingerprint;
 use crate::metrics::Metrics;
 use crate::sockets::TabSocket;
-use crate::tokens::unix_now;
+use crate::tokens::{unix_now, unix_now_ms};
 use relay_wire::Fp;
 
 /// A key bound to a live socket. `gone` fires when that binding ends for any reason (socket
@@ -160,10 +160,6 @@ pub struct Keys {
     metrics: Arc<Metrics>,
 }
 
-fn now_ms() -> u64 {
-    unix_now().as_millis() as u64
-}
-
 /// Converts a Unix-seconds expiry into the monotonic clock.
 fn exp_instant(exp_unix: u64) -> Instant {
     let now_unix = unix_now();
@@ -188,7 +184,7 @@ impl Keys {
             ever_bound: false,
             remove_at: token_exp.min(Instant::now() + self.cfg.unbound_ttl),
             token_exp,
-            since_ms: now_ms(),
+            since_ms: unix_now_ms(),
             shared: Arc::default(),
         };
         if self.map.insert(key.into(), entry).is_none() {
@@ -226,7 +222,7 @@ impl Keys {
                         ever_bound: false,
                         remove_at: token_exp,
                         token_exp,
-                        since_ms: now_ms(),
+                        since_ms: unix_now_ms(),
                         shared: Arc::default(),
                     }
                 })
@@ -243,7 +239,7 @@ impl Keys {
         }
         let previous = std::mem::replace(&mut entry.state, State::Online(binding));
         entry.ever_bound = true;
-        entry.since_ms = now_ms();
+        entry.since_ms = unix_now_ms();
         let shared = entry.shared.clone();
         drop(entry);
         if created {
@@ -283,7 +279,7 @@ impl Keys {
         let now = Instant::now();
         entry.state = State::Offline;
         entry.remove_at = (now + self.cfg.grace).min(entry.token_exp.max(now));
-        entry.since_ms = now_ms();
+        entry.since_ms = unix_now_ms();
         let shared = entry.shared.clone();
         drop(entry);
         self.metrics.bound_keys.dec();
@@ -300,7 +296,7 @@ impl Keys {
         let previous = std::mem::replace(&mut entry.state, State::Revoked);
         // The tombstone only needs to outlive the token that could bind it again.
         entry.remove_at = entry.token_exp;
-        entry.since_ms = now_ms();
+        entry.since_ms = unix_now_ms();
         let shared = entry.shared.clone();
         drop(entry);
         self.metrics.known_keys.dec();
@@ -333,7 +329,10 @@ impl Keys {
             State::Online(_) => (KeyState::Online, None),
             State::Offline => {
                 let left = entry.remove_at.saturating_duration_since(Instant::now());
-                (KeyState::Offline, Some(now_ms() + left.as_millis() as u64))
+                (
+                    KeyState::Offline,
+                    Some(unix_now_ms() + left.as_millis() as u64),
+                )
             }
             State::Revoked => return None,
         };

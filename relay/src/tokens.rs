@@ -36,6 +36,11 @@ pub fn unix_now() -> Duration {
         .unwrap_or_default()
 }
 
+/// [`unix_now`] in milliseconds, the unit of every `…Ms` field and of the Redis state.
+pub fn unix_now_ms() -> u64 {
+    unix_now().as_millis() as u64
+}
+
 /// What a valid token proves: the key it carries was issued by this deployment, until `exp`.
 #[derive(Debug, Clone)]
 pub struct VerifiedToken {

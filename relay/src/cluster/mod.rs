@@ -31,6 +31,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
 use crate::error::ApiError;
+use crate::tokens::unix_now_ms;
 use driver::PubSub;
 
 /// The channel every key change is published on (the payload is the key's Redis name).
@@ -144,7 +145,7 @@ pub struct AgentRate<'a> {
 fn rate_window(bucket: &str, window: Duration) -> (String, u64) {
     let window_ms = ms(window).max(1);
     (
-        format!("va:rl:{bucket}:{}", now_ms() / window_ms),
+        format!("va:rl:{bucket}:{}", unix_now_ms() / window_ms),
         window_ms,
     )
 }
@@ -371,10 +372,6 @@ pub struct Cluster {
     settings: Settings,
 }
 
-fn now_ms() -> u64 {
-    crate::tokens::unix_now().as_millis() as u64
-}
-
 fn ms(d: Duration) -> u64 {
     d.as_millis() as u64
 }
@@ -523,7 +520,7 @@ impl Cluster {
     }
 
     pub async fn issue(&self, rid: &str, exp_unix: u64) -> Result<(), StoreError> {
-        let now = now_ms();
+        let now = unix_now_ms();
         let exp = exp_unix * 1000;
         let ttl = exp
             .saturating_sub(now)
@@ -543,7 +540,7 @@ impl Cluster {
         sid: &str,
         token_exp_unix: Option<u64>,
     ) -> Result<Result<Bound, BindRefused>, StoreError> {
-        let now = now_ms();
+        let now = unix_now_ms();
         let mut inv = self.scripts.bind.key(Self::key_name(rid));
         inv.key(Self::node_keys(&self.node)).key(EVENTS);
         inv.arg(now)
@@ -575,7 +572,7 @@ impl Cluster {
     pub async fn release(&self, rid: &str, sid: &str) -> Result<(), StoreError> {
         let mut inv = self.scripts.release.key(Self::key_name(rid));
         inv.key(Self::node_keys(&self.node)).key(EVENTS);
-        inv.arg(now_ms())
+        inv.arg(unix_now_ms())
             .arg(&self.node)
             .arg(sid)
             .arg(ms(self.settings.grace));
@@ -587,7 +584,7 @@ impl Cluster {
     pub async fn revoke(&self, rid: &str) -> Result<Revoked, StoreError> {
         let mut inv = self.scripts.revoke.key(Self::key_name(rid));
         inv.key(EVENTS);
-        inv.arg(now_ms()).arg(NODE_KEYS_PREFIX);
+        inv.arg(unix_now_ms()).arg(NODE_KEYS_PREFIX);
         let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
         Ok(match reply.first().map(String::as_str) {
             Some("revoked") => Revoked::Done {
@@ -784,7 +781,7 @@ impl Cluster {
         inv.arg(ms(NODE_STALE))
             .arg(ms(self.settings.grace))
             .arg(NODE_KEYS_PREFIX)
-            .arg(now_ms());
+            .arg(unix_now_ms());
         self.op(inv.invoke_async(&mut self.conn.clone())).await
     }
 
@@ -796,7 +793,7 @@ impl Cluster {
         sid: &str,
         token_exp_unix: u64,
     ) -> Result<Option<&'static str>, StoreError> {
-        let now = now_ms();
+        let now = unix_now_ms();
         let exp = token_exp_unix * 1000;
         let ttl = exp.saturating_sub(now) + ms(ONLINE_EXTRA);
         let mut inv = self.scripts.reassert.key(Self::key_name(rid));
