@@ -11,7 +11,7 @@ use socketioxide::{AckError, SendError, SocketError};
 use tokio::time::Instant;
 
 use crate::App;
-use crate::cluster::{self, Acquired, AgentRate, Cluster, Place};
+use crate::cluster::{self, Acquired, AgentRate, Cluster, Place, Watch};
 use crate::error::{ApiError, truncate};
 use crate::keys::{AcquireError, Binding, KeyShared, WaitError};
 use crate::sockets::{ClusterAdapter, Io};
@@ -94,25 +94,50 @@ fn tab_offline() -> ApiError {
     )
 }
 
-fn event_name(call: &Call) -> String {
-    format!("{TOOL_EVENT_PREFIX}{}", call.tool_name)
+fn tab_timeout() -> ApiError {
+    ApiError::new(ErrorCode::Timeout, "the tab did not answer in time")
 }
 
-fn params(call: &Call) -> Result<&RawValue, ApiError> {
-    match &call.params {
-        Some(p) => Ok(p),
-        None => serde_json::from_str(EMPTY_PARAMS).map_err(|_| ApiError::invalid("params")),
+fn deadline_passed() -> ApiError {
+    ApiError::new(ErrorCode::Timeout, "the call's timeout passed")
+}
+
+/// What one delivery attempt sends: `voice-agent:<toolName>` with `(params, meta)`, and how long
+/// the tab has to answer.
+struct Delivery<'a> {
+    event: String,
+    params: &'a RawValue,
+    meta: CallMeta,
+    remaining: Duration,
+}
+
+impl Delivery<'_> {
+    fn args(&self) -> (&RawValue, &CallMeta) {
+        (self.params, &self.meta)
     }
 }
 
-fn meta(call: &Call, remaining: Duration) -> CallMeta {
-    CallMeta {
-        call_id: call.call_id.to_string(),
-        expects_result: call.await_result,
-        deadline_ms: call
-            .await_result
-            .then(|| remaining.as_millis().max(1) as u64),
+fn prepare(call: &Call, deadline: Instant) -> Result<Delivery<'_>, ApiError> {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    if remaining.is_zero() {
+        return Err(deadline_passed());
     }
+    let params: &RawValue = match &call.params {
+        Some(p) => p,
+        None => serde_json::from_str(EMPTY_PARAMS).map_err(|_| ApiError::invalid("params"))?,
+    };
+    Ok(Delivery {
+        event: format!("{TOOL_EVENT_PREFIX}{}", call.tool_name),
+        params,
+        meta: CallMeta {
+            call_id: call.call_id.to_string(),
+            expects_result: call.await_result,
+            deadline_ms: call
+                .await_result
+                .then(|| remaining.as_millis().max(1) as u64),
+        },
+        remaining,
+    })
 }
 
 /// One node: the key's state and its socket are both in this process.
@@ -147,24 +172,14 @@ async fn deliver_local(
     shared: &KeyShared,
     deadline: Instant,
 ) -> Step {
-    let remaining = deadline.saturating_duration_since(Instant::now());
-    if remaining.is_zero() {
-        return Step::Done(Err(ApiError::new(
-            ErrorCode::Timeout,
-            "the call's timeout passed",
-        )));
-    }
-    let params = match params(call) {
-        Ok(p) => p,
+    let d = match prepare(call, deadline) {
+        Ok(d) => d,
         Err(e) => return Step::Done(Err(e)),
     };
-    let event = event_name(call);
-    let meta = meta(call, remaining);
-    let args = (params, &meta);
     let key_fp = Fp(&call.api_key);
 
     if !call.await_result {
-        return match binding.socket.emit(&event, &args) {
+        return match binding.socket.emit(&d.event, &d.args()) {
             Ok(()) => {
                 tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, "delivered");
                 Step::Done(Ok(None))
@@ -177,13 +192,14 @@ async fn deliver_local(
         shared,
         call_id: &call.call_id,
     };
-    let ack = match binding
-        .socket
-        .emit_with_ack::<_, serde_json::Value>(remaining, &event, &args)
-    {
-        Ok(ack) => ack,
-        Err(err) => return send_failure(binding, err, deadline).await,
-    };
+    let ack =
+        match binding
+            .socket
+            .emit_with_ack::<_, serde_json::Value>(d.remaining, &d.event, &d.args())
+        {
+            Ok(ack) => ack,
+            Err(err) => return send_failure(binding, err, deadline).await,
+        };
     tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, "delivered, awaiting answer");
     tokio::select! {
         biased;
@@ -201,7 +217,7 @@ async fn deliver_local(
             Ok(value) => Step::Done(interpret(value)),
             Err(AckError::Timeout) => {
                 cancel(binding, &call.call_id);
-                Step::Done(Err(ApiError::new(ErrorCode::Timeout, "the tab did not answer in time")))
+                Step::Done(Err(tab_timeout()))
             }
             Err(AckError::Decode(_)) => Step::Done(Ok(Some(serde_json::Value::Null))),
             Err(AckError::Socket(_)) => {
@@ -287,14 +303,14 @@ async fn run_shared(
                 }
             }
             Place::Online { node, sid } => {
-                deliver_remote(app, cluster, call, &rid, (&node, &sid), deadline).await?
+                deliver_remote(app, cluster, &watch, call, &rid, (&node, &sid), deadline).await?
             }
         };
         match step {
             Step::Done(outcome) => return outcome,
             Step::Again if Instant::now() >= deadline => {
                 return Err(if call.await_result {
-                    ApiError::new(ErrorCode::Timeout, "the tab did not answer in time")
+                    tab_timeout()
                 } else {
                     tab_offline()
                 });
@@ -335,6 +351,7 @@ const SETTLE: Duration = Duration::from_millis(25);
 async fn deliver_remote(
     app: &App,
     cluster: &Cluster,
+    watch: &Watch<'_>,
     call: &Call,
     rid: &str,
     target: (&str, &str),
@@ -344,23 +361,16 @@ async fn deliver_remote(
     let Some(Io::Cluster(io)) = app.io.get() else {
         return Err(ApiError::unavailable());
     };
-    let remaining = deadline.saturating_duration_since(Instant::now());
-    if remaining.is_zero() {
-        return Ok(Step::Done(Err(ApiError::new(
-            ErrorCode::Timeout,
-            "the call's timeout passed",
-        ))));
-    }
-    let params = params(call)?;
-    let event = event_name(call);
-    let meta = meta(call, remaining);
-    let args = (params, &meta);
+    let d = match prepare(call, deadline) {
+        Ok(d) => d,
+        Err(e) => return Ok(Step::Done(Err(e))),
+    };
     let room = rid.to_owned();
     let key_fp = Fp(&call.api_key);
 
     if !call.await_result {
         io.to(room)
-            .emit(&event, &args)
+            .emit(&d.event, &d.args())
             .await
             .map_err(|_| ApiError::unavailable())?;
         tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, node = target.0, "delivered through another node");
@@ -368,13 +378,12 @@ async fn deliver_remote(
     }
     let acks = io
         .to(room.clone())
-        .timeout(remaining)
-        .emit_with_ack::<_, serde_json::Value>(&event, &args)
+        .timeout(d.remaining)
+        .emit_with_ack::<_, serde_json::Value>(&d.event, &d.args())
         .await
         .map_err(|_| ApiError::unavailable())?;
     tokio::pin!(acks);
     tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, node = target.0, "delivered through another node, awaiting answer");
-    let watch = cluster.watch(rid);
     loop {
         let changed = watch.notify().notified();
         tokio::pin!(changed);
@@ -390,7 +399,7 @@ async fn deliver_remote(
                 Some((_, Ok(value))) => Step::Done(interpret(value)),
                 Some((_, Err(AckError::Timeout))) => {
                     cancel_remote(io, &room, &call.call_id);
-                    Step::Done(Err(ApiError::new(ErrorCode::Timeout, "the tab did not answer in time")))
+                    Step::Done(Err(tab_timeout()))
                 }
                 Some((_, Err(AckError::Decode(_)))) => Step::Done(Ok(Some(serde_json::Value::Null))),
                 // The socket closed, or no node had it in its room (it is moving): find it again.
@@ -401,7 +410,7 @@ async fn deliver_remote(
             }),
             _ = tokio::time::sleep_until(deadline) => {
                 cancel_remote(io, &room, &call.call_id);
-                return Ok(Step::Done(Err(ApiError::new(ErrorCode::Timeout, "the tab did not answer in time"))));
+                return Ok(Step::Done(Err(tab_timeout())));
             }
             _ = tokio::time::timeout_at(recheck, changed) => {
                 // The key changed (or a second passed): still the same socket?
