@@ -21,7 +21,7 @@ use socketioxide::handler::ConnectHandler;
 
 use crate::App;
 use crate::calls;
-use crate::cluster::{self, BindRefused, Bound};
+use crate::cluster::{self, Bound};
 use crate::keys::{BindError, Displaced, Proof};
 use crate::sockets::{ClusterAdapter, Io, RelayAdapter, TabSocket};
 use crate::tokens::{TokenError, VerifiedToken};
@@ -282,7 +282,7 @@ async fn bind(app: &App, s: &TabSocket, key: &str, proof: Proof) -> Result<(), E
             let sid = s.id().to_string();
             match c.bind(&cluster::rid(key), &sid, token_exp).await {
                 Err(_) => return Err(unavailable()),
-                Ok(Err(refused)) => return Err(bind_refusal(cluster_refusal(refused))),
+                Ok(Err(refused)) => return Err(bind_refusal(refused)),
                 Ok(Ok(Bound::Same)) => return Ok(()),
                 Ok(Ok(Bound::Bound { exp_unix, replaced })) => {
                     if let Some((node, old_sid)) = replaced
@@ -321,15 +321,6 @@ async fn bind(app: &App, s: &TabSocket, key: &str, proof: Proof) -> Result<(), E
         dismiss(old);
     }
     Ok(())
-}
-
-fn cluster_refusal(refused: BindRefused) -> BindError {
-    match refused {
-        BindRefused::Unknown => BindError::Unknown,
-        BindRefused::Revoked => BindError::Revoked,
-        BindRefused::TokenRequired => BindError::TokenRequired,
-        BindRefused::Expired => BindError::Expired,
-    }
 }
 
 /// Releases `key` from socket `s` on this node and, with several nodes, in Redis.

@@ -30,7 +30,10 @@ use redis::{Script, Value};
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
+use relay_wire::RevokeReason;
+
 use crate::error::ApiError;
+use crate::keys::BindError;
 use crate::tokens::unix_now_ms;
 use driver::PubSub;
 
@@ -95,14 +98,6 @@ pub enum Bound {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BindRefused {
-    Unknown,
-    Revoked,
-    TokenRequired,
-    Expired,
-}
-
 /// A key's state for `GET /api/voice-agent/keys/{apiKey}`.
 pub struct StoredStatus {
     pub state: relay_wire::KeyState,
@@ -152,15 +147,46 @@ fn rate_window(bucket: &str, window: Duration) -> (String, u64) {
 
 /// Lua shared by the scripts that say where a tab is: an online key counts as waiting when its
 /// node has missed heartbeats (lost, or left), so no call is handed to a node that is gone.
+/// Needs [`CLOCK_LUA`] before it.
 const PLACE_LUA: &str = r"
 local function place(h, nodes, suspect)
   if h[1] ~= 'online' then return nil end
   local seen = redis.call('HGET', nodes, h[2])
   if not seen then return nil end
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if now - tonumber(seen) > tonumber(suspect) then return nil end
+  if clock_ms() - tonumber(seen) > tonumber(suspect) then return nil end
   return {h[2], h[3]}
+end
+";
+
+/// Lua shared by everything that reads node heartbeats: Redis's own clock in milliseconds, so
+/// node clocks may differ.
+const CLOCK_LUA: &str = r"
+local function clock_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+";
+
+/// Lua shared by release and reap: an online key goes offline for the reconnect grace (never
+/// past its token's expiry) and its change is published.
+const OFFLINE_LUA: &str = r"
+local function go_offline(k, now, grace, exp, events)
+  redis.call('HSET', k, 'st', 'offline', 'since', now)
+  redis.call('HDEL', k, 'node', 'sid')
+  local ttl = tonumber(grace)
+  local left = tonumber(exp) - tonumber(now)
+  if left < ttl then ttl = left end
+  if ttl <= 0 then redis.call('DEL', k) else redis.call('PEXPIRE', k, ttl) end
+  redis.call('PUBLISH', events, k)
+end
+";
+
+/// Lua shared by the rate limits: one step of a fixed window; false when `limit` is spent.
+const SPEND_LUA: &str = r"
+local function spend(k, limit, window)
+  local n = redis.call('INCR', k)
+  if n == 1 then redis.call('PEXPIRE', k, window) end
+  return n <= tonumber(limit)
 end
 ";
 
@@ -186,7 +212,7 @@ impl Scripts {
         Scripts {
             // KEYS: key, nodes; ARGV: suspect ms
             lookup: Script::new(&format!(
-                r"{PLACE_LUA}
+                r"{CLOCK_LUA}{PLACE_LUA}
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
 if not h[1] or h[1] == 'revoked' then return {{'unknown'}} end
 local p = place(h, KEYS[2], ARGV[1])
@@ -226,20 +252,14 @@ end
 return {'bound', tostring(exp)}",
             ),
             // ARGV: now, node, sid, grace ms
-            release: Script::new(
-                r"
+            release: Script::new(&format!(
+                r"{OFFLINE_LUA}
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'exp')
 if h[1] ~= 'online' or h[2] ~= ARGV[2] or h[3] ~= ARGV[3] then return 0 end
-redis.call('HSET', KEYS[1], 'st', 'offline', 'since', ARGV[1])
-redis.call('HDEL', KEYS[1], 'node', 'sid')
 redis.call('SREM', KEYS[2], KEYS[1])
-local ttl = tonumber(ARGV[4])
-local left = tonumber(h[4]) - tonumber(ARGV[1])
-if left < ttl then ttl = left end
-if ttl <= 0 then redis.call('DEL', KEYS[1]) else redis.call('PEXPIRE', KEYS[1], ttl) end
-redis.call('PUBLISH', KEYS[3], KEYS[1])
-return 1",
-            ),
+go_offline(KEYS[1], ARGV[1], ARGV[4], h[4], KEYS[3])
+return 1"
+            )),
             // ARGV: now, node-keys prefix
             revoke: Script::new(
                 r"
@@ -260,10 +280,8 @@ return {'revoked'}",
             // KEYS: key, in-flight counter, nodes, agent rate window
             // ARGV: max in flight, counter ttl ms, suspect ms, agent rate limit, window ms
             acquire: Script::new(&format!(
-                r"{PLACE_LUA}
-local r = redis.call('INCR', KEYS[4])
-if r == 1 then redis.call('PEXPIRE', KEYS[4], ARGV[5]) end
-if r > tonumber(ARGV[4]) then return {{'rate'}} end
+                r"{CLOCK_LUA}{PLACE_LUA}{SPEND_LUA}
+if not spend(KEYS[4], ARGV[4], ARGV[5]) then return {{'rate'}} end
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
 if not h[1] or h[1] == 'revoked' then return {{'unknown'}} end
 local n = redis.call('INCR', KEYS[2])
@@ -277,17 +295,14 @@ if p then return {{'ok', p[1], p[2]}} end
 return {{'ok'}}"
             )),
             // Returns 1 when this node's entry was missing (first beat, Redis emptied, or reaped).
-            heartbeat: Script::new(
-                r"
-local t = redis.call('TIME')
-local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return redis.call('HSET', KEYS[1], ARGV[1], ms)",
-            ),
+            heartbeat: Script::new(&format!(
+                r"{CLOCK_LUA}
+return redis.call('HSET', KEYS[1], ARGV[1], clock_ms())"
+            )),
             // ARGV: stale ms, grace ms, node-keys prefix, now (node clock, for `since`)
-            reap: Script::new(
-                r"
-local t = redis.call('TIME')
-local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+            reap: Script::new(&format!(
+                r"{CLOCK_LUA}{OFFLINE_LUA}
+local ms = clock_ms()
 local all = redis.call('HGETALL', KEYS[1])
 local reaped = 0
 for i = 1, #all, 2 do
@@ -297,13 +312,7 @@ for i = 1, #all, 2 do
     for _, k in ipairs(redis.call('SMEMBERS', set)) do
       local h = redis.call('HMGET', k, 'st', 'node', 'exp')
       if h[1] == 'online' and h[2] == node then
-        redis.call('HSET', k, 'st', 'offline', 'since', ARGV[4])
-        redis.call('HDEL', k, 'node', 'sid')
-        local ttl = tonumber(ARGV[2])
-        local left = tonumber(h[3]) - tonumber(ARGV[4])
-        if left < ttl then ttl = left end
-        if ttl <= 0 then redis.call('DEL', k) else redis.call('PEXPIRE', k, ttl) end
-        redis.call('PUBLISH', KEYS[2], k)
+        go_offline(k, ARGV[4], ARGV[2], h[3], KEYS[2])
         reaped = reaped + 1
       end
     end
@@ -311,8 +320,8 @@ for i = 1, #all, 2 do
     redis.call('HDEL', KEYS[1], node)
   end
 end
-return reaped",
-            ),
+return reaped"
+            )),
             // ARGV: now, node, sid, exp ms, ttl ms
             reassert: Script::new(
                 r"
@@ -340,13 +349,11 @@ if h[2] then return {'done', h[2], h[3]} end
 return {'pending', h[4]}",
             ),
             // ARGV: limit, window ms
-            rate: Script::new(
-                r"
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-if n > tonumber(ARGV[1]) then return 0 end
-return 1",
-            ),
+            rate: Script::new(&format!(
+                r"{SPEND_LUA}
+if spend(KEYS[1], ARGV[1], ARGV[2]) then return 1 end
+return 0"
+            )),
         }
     }
 }
@@ -539,7 +546,7 @@ impl Cluster {
         rid: &str,
         sid: &str,
         token_exp_unix: Option<u64>,
-    ) -> Result<Result<Bound, BindRefused>, StoreError> {
+    ) -> Result<Result<Bound, BindError>, StoreError> {
         let now = unix_now_ms();
         let mut inv = self.scripts.bind.key(Self::key_name(rid));
         inv.key(Self::node_keys(&self.node)).key(EVENTS);
@@ -561,10 +568,10 @@ impl Cluster {
                     _ => None,
                 },
             }),
-            (Some("err"), Some("revoked")) => Err(BindRefused::Revoked),
-            (Some("err"), Some("token_required")) => Err(BindRefused::TokenRequired),
-            (Some("err"), Some("expired")) => Err(BindRefused::Expired),
-            _ => Err(BindRefused::Unknown),
+            (Some("err"), Some("revoked")) => Err(BindError::Revoked),
+            (Some("err"), Some("token_required")) => Err(BindError::TokenRequired),
+            (Some("err"), Some("expired")) => Err(BindError::Expired),
+            _ => Err(BindError::Unknown),
         })
     }
 
@@ -785,14 +792,14 @@ impl Cluster {
         self.op(inv.invoke_async(&mut self.conn.clone())).await
     }
 
-    /// Writes a live local binding back into Redis. Returns what Redis had instead, if the
-    /// binding cannot stand: `Some("revoked")` or `Some("elsewhere")`.
+    /// Writes a live local binding back into Redis. Returns why the binding cannot stand, if
+    /// Redis had the key revoked or bound to another socket meanwhile.
     pub async fn reassert(
         &self,
         rid: &str,
         sid: &str,
         token_exp_unix: u64,
-    ) -> Result<Option<&'static str>, StoreError> {
+    ) -> Result<Option<RevokeReason>, StoreError> {
         let now = unix_now_ms();
         let exp = token_exp_unix * 1000;
         let ttl = exp.saturating_sub(now) + ms(ONLINE_EXTRA);
@@ -801,8 +808,8 @@ impl Cluster {
         inv.arg(now).arg(&self.node).arg(sid).arg(exp).arg(ttl);
         let reply: String = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
         Ok(match reply.as_str() {
-            "revoked" => Some("revoked"),
-            "elsewhere" => Some("elsewhere"),
+            "revoked" => Some(RevokeReason::Revoked),
+            "elsewhere" => Some(RevokeReason::Replaced),
             _ => None,
         })
     }
@@ -908,13 +915,11 @@ pub async fn maintain(app: Arc<crate::App>, cluster: Arc<Cluster>) {
 }
 
 async fn reassert_all(app: &crate::App, cluster: &Cluster) {
-    use relay_wire::RevokeReason;
     for (key, binding, exp) in app.keys.bound() {
         let sid = binding.sid().to_string();
         let reason = match cluster.reassert(&rid(&key), &sid, exp).await {
             Ok(None) => continue,
-            Ok(Some("revoked")) => RevokeReason::Revoked,
-            Ok(Some(_)) => RevokeReason::Replaced,
+            Ok(Some(reason)) => reason,
             Err(StoreError) => return,
         };
         tracing::info!(key = %relay_wire::Fp(&key), "binding lost while Redis was away; tab dismissed");
