@@ -436,15 +436,4 @@ impl Keys {
             })
             .collect()
     }
-
-    /// Every live binding (used at shutdown to tell tabs).
-    pub fn bindings(&self) -> Vec<Binding> {
-        self.map
-            .iter()
-            .filter_map(|e| match &e.state {
-                State::Online(b) => Some(b.clone()),
-                _ => None,
-            })
-            .collect()
-    }
 }
