@@ -109,34 +109,20 @@ async fn session(
     tx.send(Message::text(connect))
         .await
         .map_err(|e| e.to_string())?;
-    loop {
-        let reply = next_text(&mut rx).await?;
-        if reply == "2" {
-            // An Engine.IO ping can come first.
-            tx.send(Message::text("3"))
-                .await
-                .map_err(|e| e.to_string())?;
-        } else if reply.starts_with("40") {
-            break;
-        } else {
-            return Err(format!("refused: {reply:.120}"));
-        }
+    // An Engine.IO ping can come first.
+    let reply = next_answering_pings(&mut rx, &mut tx).await?;
+    if !reply.starts_with("40") {
+        return Err(format!("refused: {reply:.120}"));
     }
     if let Bind::Register(key) = &bind {
         let register = format!("420{}", serde_json::json!(["voice-agent:register", key]));
         tx.send(Message::text(register))
             .await
             .map_err(|e| e.to_string())?;
-        loop {
-            let m = next_text(&mut rx).await?;
-            if m == "2" {
-                tx.send(Message::text("3"))
-                    .await
-                    .map_err(|e| e.to_string())?;
-            } else if m.starts_with("430") {
-                break;
-            }
-        }
+        while !next_answering_pings(&mut rx, &mut tx)
+            .await?
+            .starts_with("430")
+        {}
     }
     if let Some(b) = bound.take() {
         let _ = b.send(Ok(()));
@@ -189,6 +175,23 @@ async fn session(
         }
     }
     Ok(())
+}
+
+/// The next text frame that is not an Engine.IO ping; pings met on the way are answered.
+async fn next_answering_pings<S, T>(rx: &mut S, tx: &mut T) -> Result<String, String>
+where
+    S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+    T: futures_util::Sink<Message, Error = tokio_tungstenite::tungstenite::Error> + Unpin,
+{
+    loop {
+        let text = next_text(rx).await?;
+        if text != "2" {
+            return Ok(text);
+        }
+        tx.send(Message::text("3"))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
 }
 
 async fn next_text<S>(rx: &mut S) -> Result<String, String>
