@@ -51,6 +51,31 @@ impl ToolError {
         serde_json::json!({"ok": false, "error": {"code": self.code, "message": self.message}})
     }
 
+    /// A sentence a voice model can say to the user (or act on) for this failure.
+    pub fn speech(&self) -> String {
+        let what = match self.code.as_str() {
+            "tab_offline" => {
+                "The user's screen is not connected right now, so nothing could be shown."
+            }
+            "unknown_key" => "This session is no longer linked to the user's screen.",
+            "timeout" => "The user's screen did not answer in time.",
+            "no_handler" => "The user's screen cannot show that.",
+            "tool_failed" => "The user's screen could not do that",
+            "rate_limited" => {
+                "Too many requests to the user's screen at once; try again in a moment."
+            }
+            "shutting_down" | "unavailable" | "relay_unreachable" => {
+                "The screen service is unavailable for a moment; try again shortly."
+            }
+            "invalid_arguments" | "invalid_request" => "The request had invalid arguments",
+            "unknown_tool" => "There is no such tool",
+            "tool_not_allowed" => "That tool is not available in this phase of the conversation",
+            _ => "The request to the user's screen failed",
+        };
+        let what = what.trim_end_matches('.');
+        single_line(&format!("{what}. ({}: {})", self.code, self.message))
+    }
+
     /// One line for a voice platform that wants a string: `code: message`, no line breaks.
     pub fn to_line(&self) -> String {
         single_line(&format!("{}: {}", self.code, self.message))

@@ -89,6 +89,17 @@ pub struct ServeArgs {
     /// Log format: `text` or `json`.
     #[arg(long, env = "WORKER_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
+    /// The LiveKit server whose rooms the worker reads through RoomService (sessions survive a
+    /// worker restart or a lost webhook); unset turns that off.
+    #[arg(long, env = "LIVEKIT_URL")]
+    pub livekit_url: Option<String>,
+    /// Seconds between two reads of the LiveKit server's rooms (0 turns them off).
+    #[arg(long, env = "WORKER_ROOM_SYNC_SECS", default_value_t = 10)]
+    pub room_sync_secs: u64,
+    /// A file where the keys of open LiveKit sessions are kept between runs (mode 600), so a
+    /// participant that left while the worker was down has its key revoked; unset keeps none.
+    #[arg(long, env = "WORKER_STATE_FILE")]
+    pub state_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -105,16 +116,22 @@ fn present(v: &Option<String>) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The agent secret, or the reason it is missing.
+/// The agent secret the worker sends (the first of the list), or the reason it is missing.
 pub fn agent_secret(relay: &RelayArgs) -> Result<Secret, ConfigError> {
+    Ok(agent_secrets(relay)?.remove(0))
+}
+
+/// Every agent secret of the list (rotation: callers of the worker may present any), the one
+/// the worker sends first; or the reason they are missing.
+pub fn agent_secrets(relay: &RelayArgs) -> Result<Vec<Secret>, ConfigError> {
     let raw = present(&relay.agent_secret)
         .ok_or_else(|| ConfigError("RELAY_AGENT_SECRET is required".into()))?;
-    let first = raw
+    let all: Vec<&str> = raw
         .split(',')
         .map(str::trim)
-        .find(|s| !s.is_empty())
-        .unwrap_or_default();
-    if first.len() < MIN_SECRET_LEN {
+        .filter(|s| !s.is_empty())
+        .collect();
+    if all.is_empty() || all.iter().any(|s| s.len() < MIN_SECRET_LEN) {
         return Err(ConfigError(format!(
             "RELAY_AGENT_SECRET is shorter than {MIN_SECRET_LEN} characters"
         )));
@@ -124,7 +141,7 @@ pub fn agent_secret(relay: &RelayArgs) -> Result<Secret, ConfigError> {
             "RELAY_URL must start with http:// or https://".into(),
         ));
     }
-    Ok(Secret::new(first))
+    Ok(all.into_iter().map(Secret::new).collect())
 }
 
 /// Validated settings of `serve`.
@@ -135,13 +152,33 @@ pub struct ServeConfig {
     pub livekit_api_secret: Secret,
     pub vapi_secret: Option<Secret>,
     pub agent_secret: Secret,
+    /// Every secret a caller of the worker may present (the list, for rotation).
+    pub accepted_agent_secrets: Vec<Secret>,
     pub json_logs: bool,
+    /// LiveKit's HTTP(S) base URL for RoomService, when rooms are read.
+    pub livekit_http_url: Option<String>,
+    pub room_sync: Option<std::time::Duration>,
+    pub state_file: Option<std::path::PathBuf>,
 }
 
 impl ServeConfig {
     pub fn from_args(relay: &RelayArgs, serve: &ServeArgs) -> Result<Self, ConfigError> {
         let mut problems = Vec::new();
-        let agent = agent_secret(relay).map_err(|e| problems.push(e.0)).ok();
+        let agents = agent_secrets(relay).map_err(|e| problems.push(e.0)).ok();
+        let livekit_http_url = match present(&serve.livekit_url) {
+            None => None,
+            Some(url) => match livekit_http_url(&url) {
+                Some(http) => Some(http),
+                None => {
+                    problems.push(format!(
+                        "LIVEKIT_URL must start with ws://, wss://, http:// or https://, not {url:?}"
+                    ));
+                    None
+                }
+            },
+        };
+        let room_sync = (serve.room_sync_secs > 0 && livekit_http_url.is_some())
+            .then(|| std::time::Duration::from_secs(serve.room_sync_secs));
         let key = present(&serve.livekit_api_key);
         if key.is_none() {
             problems.push("LIVEKIT_API_KEY is required to verify LiveKit webhooks".into());
@@ -166,19 +203,38 @@ impl ServeConfig {
                 false
             }
         };
-        match (agent, key, secret) {
-            (Some(agent_secret), Some(livekit_api_key), Some(secret)) if problems.is_empty() => {
+        match (agents, key, secret) {
+            (Some(agents), Some(livekit_api_key), Some(secret)) if problems.is_empty() => {
                 Ok(ServeConfig {
                     addr: serve.addr,
                     livekit_api_key,
                     livekit_api_secret: Secret::new(secret),
                     vapi_secret: vapi.map(Secret::new),
-                    agent_secret,
+                    agent_secret: agents[0].clone(),
+                    accepted_agent_secrets: agents,
                     json_logs,
+                    livekit_http_url,
+                    room_sync,
+                    state_file: serve.state_file.clone(),
                 })
             }
             _ => Err(ConfigError(problems.join("; "))),
         }
+    }
+}
+
+/// The HTTP base URL of a LiveKit server given as LiveKit's clients take it (`ws://`, `wss://`),
+/// or already as HTTP.
+pub fn livekit_http_url(url: &str) -> Option<String> {
+    let url = url.trim().trim_end_matches('/');
+    if let Some(rest) = url.strip_prefix("ws://") {
+        Some(format!("http://{rest}"))
+    } else if let Some(rest) = url.strip_prefix("wss://") {
+        Some(format!("https://{rest}"))
+    } else if url.starts_with("http://") || url.starts_with("https://") {
+        Some(url.to_owned())
+    } else {
+        None
     }
 }
 

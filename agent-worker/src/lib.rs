@@ -5,16 +5,19 @@
 //! ([`sessions`]), and the webhook server ([`webhooks`]). It never speaks Socket.IO: tabs are
 //! reached only through the relay's HTTP API.
 
+pub mod agent_api;
 pub mod client;
 pub mod config;
 pub mod demo;
 pub mod modes;
+pub mod rooms;
 pub mod sessions;
 pub mod tools;
 pub mod toolsets;
 pub mod webhooks;
 
-use serde_json::Value;
+use serde::Serialize;
+use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::client::{RelayClient, ToolError};
@@ -49,5 +52,227 @@ impl Worker {
         let summary = outcome.as_ref().map(|_| ()).map_err(Clone::clone);
         self.sessions.record(key, tool, started.elapsed(), &summary);
         outcome
+    }
+}
+
+/// A tool as an agent is offered it in a session's current mode: a UI tool of the registry or a
+/// mode change (`enter_<mode>`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OfferedTool {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+    pub output_schema: Option<Value>,
+    pub await_result: bool,
+    pub timeout_ms: Option<u64>,
+}
+
+/// What an agent runs with in a session's current mode: its instructions and its tools.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Offer {
+    pub mode: String,
+    pub instructions: String,
+    pub tools: Vec<OfferedTool>,
+}
+
+/// The outcome of one agent tool call, with the mode the session is in afterwards.
+#[derive(Debug, Clone)]
+pub struct AgentOutcome {
+    pub result: Result<Value, ToolError>,
+    pub mode: String,
+    pub mode_changed: bool,
+}
+
+/// The parameters of a mode change: none.
+fn no_parameters() -> Value {
+    json!({"type": "object", "properties": {}, "additionalProperties": false})
+}
+
+impl Worker {
+    /// The mode `key`'s session is in, opening a session (source `agent`, modes enforced) when
+    /// none is open yet: an agent may ask before LiveKit's webhook arrives.
+    fn agent_mode(&self, key: &str) -> String {
+        if let Some(mode) = self.sessions.mode(key) {
+            return mode;
+        }
+        self.sessions.open(key, "", "", "agent", true);
+        self.sessions
+            .mode(key)
+            .unwrap_or_else(|| self.sessions.modes().initial().to_owned())
+    }
+
+    /// The instructions and tools of `key`'s session in its current mode.
+    pub fn offer(&self, key: &str) -> Offer {
+        let modes = self.sessions.modes();
+        let id = self.agent_mode(key);
+        let mode = modes
+            .get(&id)
+            .or_else(|| modes.get(modes.initial()))
+            .expect("the initial mode exists");
+        let mut tools: Vec<OfferedTool> = self
+            .registry
+            .for_mode(&mode.id)
+            .map(|s| OfferedTool {
+                name: s.name.clone(),
+                description: s.description.clone(),
+                parameters: s.parameters.clone(),
+                output_schema: s.output_schema.clone(),
+                await_result: s.await_result,
+                timeout_ms: s.timeout_ms,
+            })
+            .collect();
+        for next in mode.next.iter().filter_map(|n| modes.get(n)) {
+            tools.push(OfferedTool {
+                name: modes::enter_tool_name(&next.id),
+                description: format!(
+                    "Move the conversation to its {} phase. In that phase: {}",
+                    next.id, next.instructions
+                ),
+                parameters: no_parameters(),
+                output_schema: None,
+                await_result: false,
+                timeout_ms: None,
+            });
+        }
+        Offer {
+            mode: mode.id.clone(),
+            instructions: mode.instructions.clone(),
+            tools,
+        }
+    }
+
+    /// Runs one tool an agent called for `key`: a mode change of the session's current mode,
+    /// or a UI tool through [`Worker::run_tool`].
+    pub async fn agent_call(&self, key: &str, tool: &str, args: &Value) -> AgentOutcome {
+        let before = self.agent_mode(key);
+        let result = if tool.starts_with(modes::ENTER_PREFIX) && self.registry.get(tool).is_none() {
+            self.change_mode(key, tool, args)
+        } else {
+            self.run_tool(key, tool, args).await
+        };
+        let mode = self.agent_mode(key);
+        AgentOutcome {
+            result,
+            mode_changed: mode != before,
+            mode,
+        }
+    }
+
+    fn change_mode(&self, key: &str, tool: &str, args: &Value) -> Result<Value, ToolError> {
+        let started = Instant::now();
+        let outcome = if !args.as_object().is_some_and(|o| o.is_empty()) && !args.is_null() {
+            Err(ToolError::new(
+                "invalid_arguments",
+                format!("{tool} takes no arguments"),
+            ))
+        } else {
+            match self.sessions.change_by_tool(key, tool) {
+                Some(mode) => {
+                    let instructions = self
+                        .sessions
+                        .modes()
+                        .get(&mode)
+                        .map(|m| m.instructions.clone())
+                        .unwrap_or_default();
+                    Ok(json!({"mode": mode, "instructions": instructions}))
+                }
+                None => {
+                    let target = tool.trim_start_matches(modes::ENTER_PREFIX);
+                    let code = if self.sessions.modes().get(target).is_some() {
+                        "tool_not_allowed"
+                    } else {
+                        "unknown_tool"
+                    };
+                    Err(ToolError::new(
+                        code,
+                        format!(
+                            "{tool} is not a phase change available from the {} phase",
+                            self.agent_mode(key)
+                        ),
+                    ))
+                }
+            }
+        };
+        let summary = outcome.as_ref().map(|_| ()).map_err(Clone::clone);
+        self.sessions.record(key, tool, started.elapsed(), &summary);
+        outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::ClientConfig;
+    use relay_wire::Secret;
+
+    const KEY: &str = "va_2222222222222222222222222222222222222222222222222222222222222222";
+
+    fn worker() -> Worker {
+        // Nothing listens there: these tests never reach the relay.
+        let client = RelayClient::new(ClientConfig::new(
+            "http://127.0.0.1:9",
+            Secret::new("s".repeat(32)),
+        ))
+        .unwrap();
+        Worker::new(client)
+    }
+
+    fn names(offer: &Offer) -> Vec<&str> {
+        offer.tools.iter().map(|t| t.name.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn an_agent_moves_through_the_modes_with_tools() {
+        let w = worker();
+        let offer = w.offer(KEY);
+        assert_eq!(offer.mode, "default");
+        assert_eq!(
+            names(&offer),
+            [
+                "OpenPopover",
+                "loading_status",
+                "present_to_cassette",
+                "enter_intent",
+                "enter_spread"
+            ]
+        );
+        assert!(w.sessions.is_open(KEY), "asking opens the session");
+
+        let refused = w.agent_call(KEY, "enter_reading", &json!({})).await;
+        assert_eq!(refused.result.unwrap_err().code, "tool_not_allowed");
+        assert!(!refused.mode_changed);
+        let unknown = w.agent_call(KEY, "enter_nowhere", &json!({})).await;
+        assert_eq!(unknown.result.unwrap_err().code, "unknown_tool");
+        let with_args = w.agent_call(KEY, "enter_spread", &json!({"x": 1})).await;
+        assert_eq!(with_args.result.unwrap_err().code, "invalid_arguments");
+
+        let moved = w.agent_call(KEY, "enter_spread", &json!({})).await;
+        assert!(moved.mode_changed);
+        assert_eq!(moved.mode, "spread");
+        assert_eq!(moved.result.unwrap()["mode"], "spread");
+        let offer = w.offer(KEY);
+        assert_eq!(names(&offer), ["draw_card", "enter_reading"]);
+        let draw = &offer.tools[0];
+        assert!(draw.await_result);
+        assert_eq!(
+            draw.output_schema.as_ref().unwrap()["required"],
+            json!(["cardId", "cardName", "reversed"])
+        );
+        let not_here = w.agent_call(KEY, "OpenPopover", &json!({})).await;
+        assert_eq!(not_here.result.unwrap_err().code, "tool_not_allowed");
+        let bad = w.agent_call(KEY, "draw_card", &json!({})).await;
+        assert_eq!(bad.result.unwrap_err().code, "invalid_arguments");
+        assert_eq!(bad.mode, "spread");
+    }
+
+    #[test]
+    fn failures_are_sentences() {
+        let e = ToolError::new("tab_offline", "no tab came back within 15000 ms");
+        let s = e.speech();
+        assert!(s.starts_with("The user's screen is not connected"), "{s}");
+        assert!(s.contains("tab_offline"), "{s}");
+        assert!(!s.contains('\n'));
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use agent_worker::client::{CallOptions, ClientConfig, RelayClient, ToolError};
 use agent_worker::config::{Cli, Command, EXIT_CONFIG, ServeConfig, agent_secret};
+use agent_worker::rooms;
 use agent_worker::webhooks::{ServeState, serve};
 use agent_worker::{Worker, demo, toolsets};
 use clap::Parser;
@@ -155,13 +156,17 @@ async fn run_serve(cli: &Cli, config: ServeConfig) -> anyhow::Result<()> {
         &cli.relay.relay_url,
         config.agent_secret.clone(),
     ))?;
-    let state = Arc::new(ServeState::new(
+    let mut state = ServeState::new(
         Worker::new(client),
         &config.livekit_api_key,
         &config.livekit_api_secret,
         config.vapi_secret.as_ref(),
-        &config.agent_secret,
-    ));
+        &config.accepted_agent_secrets,
+    );
+    if let Some(path) = &config.state_file {
+        state = state.with_state_file(rooms::StateFile(path.clone()));
+    }
+    let state = Arc::new(state);
     let listener = tokio::net::TcpListener::bind(config.addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.addr))?;
@@ -175,7 +180,26 @@ async fn run_serve(cli: &Cli, config: ServeConfig) -> anyhow::Result<()> {
         relay = %cli.relay.relay_url,
         "agent-worker listening on http://{addr}"
     );
+    let sync = match (&config.livekit_http_url, config.room_sync) {
+        (Some(url), Some(every)) => {
+            tracing::info!(livekit = %url, every_s = every.as_secs(), "reading LiveKit's rooms through RoomService");
+            let client =
+                rooms::room_client(url, &config.livekit_api_key, &config.livekit_api_secret);
+            Some(tokio::spawn(rooms::keep_in_sync(
+                state.clone(),
+                client,
+                every,
+            )))
+        }
+        _ => {
+            tracing::info!("LIVEKIT_URL is not set: sessions follow LiveKit's webhooks only");
+            None
+        }
+    };
     serve(listener, state, signal()).await?;
+    if let Some(task) = sync {
+        task.abort();
+    }
     tracing::info!("agent-worker stopped");
     Ok(())
 }

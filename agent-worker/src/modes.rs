@@ -7,12 +7,23 @@ use std::collections::BTreeMap;
 use crate::client::ToolError;
 use crate::tools::{Registry, ToolSpec};
 
-/// A mode: an id and the instructions the agent gets in it. Its tools are the registry's tools
-/// that list this id.
+/// A mode: an id, the instructions the agent gets in it, and the modes it may move to. Its tools
+/// are the registry's tools that list this id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mode {
     pub id: String,
     pub instructions: String,
+    /// The modes a session in this one may enter; each is offered to the agent as a tool
+    /// (`enter_<mode>`).
+    pub next: Vec<String>,
+}
+
+/// The prefix of the tools that move a session to another mode.
+pub const ENTER_PREFIX: &str = "enter_";
+
+/// The tool that enters `mode`.
+pub fn enter_tool_name(mode: &str) -> String {
+    format!("{ENTER_PREFIX}{mode}")
 }
 
 /// The modes a deployment knows, with the one a session starts in.
@@ -27,6 +38,17 @@ impl ModeSet {
         let modes: BTreeMap<String, Mode> = modes.into_iter().map(|m| (m.id.clone(), m)).collect();
         if !modes.contains_key(initial) {
             return Err(format!("initial mode {initial} is not defined"));
+        }
+        for mode in modes.values() {
+            if let Some(unknown) = mode.next.iter().find(|n| !modes.contains_key(*n)) {
+                return Err(format!(
+                    "mode {} moves to {unknown}, which is not defined",
+                    mode.id
+                ));
+            }
+            if !relay_wire::is_tool_name(&enter_tool_name(&mode.id)) {
+                return Err(format!("{:?} cannot be a mode id", mode.id));
+            }
         }
         Ok(ModeSet {
             modes,
@@ -113,6 +135,18 @@ impl ModeStack {
             mode,
             tools: registry.for_mode(&mode.id).collect(),
         }
+    }
+
+    /// The mode a session in the active mode enters with the tool `tool`, when `tool` is one of
+    /// its mode changes.
+    pub fn change_for<'a>(&self, modes: &'a ModeSet, tool: &str) -> Option<&'a Mode> {
+        let target = tool.strip_prefix(ENTER_PREFIX)?;
+        let active = modes.get(&self.active)?;
+        active
+            .next
+            .iter()
+            .any(|n| n == target)
+            .then(|| modes.get(target))?
     }
 
     /// Refuses a tool the active mode does not offer.

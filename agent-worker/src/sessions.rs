@@ -89,25 +89,40 @@ impl Sessions {
         enforce_modes: bool,
     ) -> bool {
         let mut opened = false;
-        self.map.entry(key.to_owned()).or_insert_with(|| {
-            opened = true;
-            let now = Instant::now();
-            Session {
-                room: room.to_owned(),
-                identity: identity.to_owned(),
-                source,
-                enforce_modes,
-                opened: now,
-                state: Mutex::new(SessionState {
-                    stack: self.modes.stack(),
-                    mode_since: now,
-                    transitions: 0,
-                    tools: BTreeMap::new(),
-                }),
-            }
-        });
+        let mut adopted = false;
+        self.map
+            .entry(key.to_owned())
+            .and_modify(|s| {
+                // A session an agent opened before LiveKit told of the participant learns where
+                // it is.
+                if s.room.is_empty() && !room.is_empty() {
+                    s.room = room.to_owned();
+                    s.identity = identity.to_owned();
+                    s.source = source;
+                    adopted = true;
+                }
+            })
+            .or_insert_with(|| {
+                opened = true;
+                let now = Instant::now();
+                Session {
+                    room: room.to_owned(),
+                    identity: identity.to_owned(),
+                    source,
+                    enforce_modes,
+                    opened: now,
+                    state: Mutex::new(SessionState {
+                        stack: self.modes.stack(),
+                        mode_since: now,
+                        transitions: 0,
+                        tools: BTreeMap::new(),
+                    }),
+                }
+            });
         if opened {
             tracing::info!(key = %Fp(key), room, identity, source, mode = self.modes.initial(), "session opened");
+        } else if adopted {
+            tracing::info!(key = %Fp(key), room, identity, source, "session located");
         }
         opened
     }
@@ -156,6 +171,15 @@ impl Sessions {
         keys
     }
 
+    /// The keys of the open sessions that came from `source`, with their rooms and identities.
+    pub fn from_source(&self, source: &str) -> Vec<(String, String, String)> {
+        self.map
+            .iter()
+            .filter(|e| e.source == source)
+            .map(|e| (e.key().clone(), e.room.clone(), e.identity.clone()))
+            .collect()
+    }
+
     pub fn is_open(&self, key: &str) -> bool {
         self.map.contains_key(key)
     }
@@ -191,6 +215,18 @@ impl Sessions {
         state.stack.enter(&self.modes, mode, save_previous)?;
         Self::transitioned(key, &mut state, &from);
         Ok(())
+    }
+
+    /// Applies the mode change that the tool `tool` names when the session's mode allows it;
+    /// returns the new mode.
+    pub fn change_by_tool(&self, key: &str, tool: &str) -> Option<String> {
+        let session = self.map.get(key)?;
+        let mut state = lock(&session.state);
+        let target = state.stack.change_for(&self.modes, tool)?.id.clone();
+        let from = state.stack.active().to_owned();
+        state.stack.enter(&self.modes, &target, false).ok()?;
+        Self::transitioned(key, &mut state, &from);
+        Some(target)
     }
 
     /// Returns the session to its saved mode.

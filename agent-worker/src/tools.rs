@@ -21,6 +21,8 @@ pub struct ToolSpec {
     pub timeout_ms: Option<u64>,
     /// Session modes that may use the tool.
     pub modes: Vec<String>,
+    /// JSON Schema of the result, for tools whose answer carries data.
+    pub output_schema: Option<Value>,
 }
 
 struct Tool {
@@ -157,6 +159,7 @@ mod tests {
             await_result: false,
             timeout_ms: None,
             modes: modes.iter().map(|m| m.to_string()).collect(),
+            output_schema: None,
         }
     }
 

@@ -39,6 +39,7 @@ pub fn specs() -> Vec<ToolSpec> {
             }),
             await_result: false,
             timeout_ms: None,
+            output_schema: None,
             modes: modes_of(&[DEFAULT_MODE]),
         },
         ToolSpec {
@@ -55,6 +56,15 @@ pub fn specs() -> Vec<ToolSpec> {
             }),
             await_result: true,
             timeout_ms: Some(DRAW_CARD_TIMEOUT_MS),
+            output_schema: Some(json!({
+                "type": "object",
+                "properties": {
+                    "cardId": {"type": "string", "description": "The card's id, e.g. \"the-fool\""},
+                    "cardName": {"type": "string", "description": "The card's name, e.g. \"The Fool\""},
+                    "reversed": {"type": "boolean", "description": "Whether the card came up reversed"}
+                },
+                "required": ["cardId", "cardName", "reversed"]
+            })),
             modes: modes_of(&[SPREAD, FOLLOWUP]),
         },
         ToolSpec {
@@ -71,6 +81,15 @@ pub fn specs() -> Vec<ToolSpec> {
             }),
             await_result: true,
             timeout_ms: Some(SHOW_CARD_TIMEOUT_MS),
+            output_schema: Some(json!({
+                "type": "object",
+                "properties": {
+                    "success": {"type": "boolean"},
+                    "cardId": {"type": "string"},
+                    "reversed": {"type": "boolean"}
+                },
+                "required": ["success", "cardId", "reversed"]
+            })),
             modes: modes_of(&[READING, FOLLOWUP]),
         },
         ToolSpec {
@@ -87,6 +106,7 @@ pub fn specs() -> Vec<ToolSpec> {
             }),
             await_result: false,
             timeout_ms: None,
+            output_schema: None,
             modes: modes_of(&[DEFAULT_MODE]),
         },
         ToolSpec {
@@ -102,6 +122,7 @@ pub fn specs() -> Vec<ToolSpec> {
             }),
             await_result: false,
             timeout_ms: None,
+            output_schema: None,
             modes: modes_of(&[DEFAULT_MODE]),
         },
     ]
@@ -119,9 +140,10 @@ pub fn registry() -> Registry {
 
 /// The shipped modes, starting in `default`.
 pub fn modes() -> ModeSet {
-    let mode = |id: &str, instructions: &str| Mode {
+    let mode = |id: &str, instructions: &str, next: &[&str]| Mode {
         id: id.into(),
         instructions: instructions.into(),
+        next: modes_of(next),
     };
     ModeSet::new(
         DEFAULT_MODE,
@@ -132,30 +154,35 @@ pub fn modes() -> ModeSet {
                  confirmation. Whenever you give precise data (IDs, numbers, codes, \
                  credentials), also call present_to_cassette and say you sent it. Before a \
                  lookup, call loading_status with a short playful line.",
+                &[INTENT, SPREAD],
             ),
             mode(
                 INTENT,
                 "Warm, conversational, two or three sentences at a time. Ask one clarifying \
                  question at a time until the question and the concern behind it are clear. \
-                 You have no tools in this phase.",
+                 Your only tools here move the session to its next phase.",
+                &[SPREAD, DEFAULT_MODE],
             ),
             mode(
                 SPREAD,
                 "Choose a spread of one to ten cards that suits the question and say why. \
                  Describe each position, then call draw_card for it and wait for the card. \
                  When every position has a card, the reading begins.",
+                &[READING],
             ),
             mode(
                 READING,
                 "You have every card. For each one: call show_card, wait for it, then interpret \
                  it in its position. Close with a synthesis and practical advice, paced for \
                  listening.",
+                &[FOLLOWUP],
             ),
             mode(
                 FOLLOWUP,
                 "Answer follow-up questions from the spread. Draw new cards (one to three) only \
                  when a question truly needs them, and call show_card before interpreting a \
                  new card. Stay until the user is satisfied.",
+                &[SPREAD, DEFAULT_MODE],
             ),
         ],
     )

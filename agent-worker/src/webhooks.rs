@@ -29,7 +29,8 @@ pub struct ServeState {
     pub worker: Worker,
     receiver: WebhookReceiver,
     vapi_secret: Option<[u8; 32]>,
-    agent_secret: [u8; 32],
+    agent_secrets: Vec<[u8; 32]>,
+    state_file: Option<crate::rooms::StateFile>,
 }
 
 fn digest(s: &str) -> [u8; 32] {
@@ -48,7 +49,7 @@ impl ServeState {
         livekit_key: &str,
         livekit_secret: &Secret,
         vapi_secret: Option<&Secret>,
-        agent_secret: &Secret,
+        agent_secrets: &[Secret],
     ) -> Self {
         ServeState {
             worker,
@@ -57,8 +58,53 @@ impl ServeState {
                 livekit_secret.expose(),
             )),
             vapi_secret: vapi_secret.map(|s| digest(s.expose())),
-            agent_secret: digest(agent_secret.expose()),
+            agent_secrets: agent_secrets.iter().map(|s| digest(s.expose())).collect(),
+            state_file: None,
         }
+    }
+
+    /// Keeps the open LiveKit sessions in `file`, and opens the ones it kept from the last run
+    /// (the first read of the rooms closes those whose participant is gone).
+    pub fn with_state_file(mut self, file: crate::rooms::StateFile) -> Self {
+        for kept in file.load() {
+            self.worker.sessions.open(
+                &kept.key,
+                &kept.room,
+                &kept.identity,
+                crate::rooms::LIVEKIT,
+                true,
+            );
+        }
+        self.state_file = Some(file);
+        self
+    }
+
+    /// Writes the open LiveKit sessions to the state file, when there is one.
+    pub fn persist(&self) {
+        if let Some(file) = &self.state_file {
+            let kept: Vec<crate::rooms::Kept> = self
+                .worker
+                .sessions
+                .from_source(crate::rooms::LIVEKIT)
+                .into_iter()
+                .map(|(key, room, identity)| crate::rooms::Kept {
+                    key,
+                    room,
+                    identity,
+                })
+                .collect();
+            file.save(&kept);
+        }
+    }
+
+    /// True when the request carries one of the agent secrets as its Bearer credential (each
+    /// compared in constant time).
+    pub fn agent_authorized(&self, headers: &HeaderMap) -> bool {
+        bearer(headers).is_some_and(|p| {
+            self.agent_secrets
+                .iter()
+                .fold(false, |found, known| found | matches(known, p))
+        })
     }
 }
 
@@ -67,6 +113,7 @@ pub fn router(state: Arc<ServeState>) -> Router {
         .route("/livekit/webhook", post(livekit_webhook))
         .route("/vapi/webhook", post(vapi_webhook))
         .route("/sessions", get(sessions))
+        .merge(crate::agent_api::routes())
         .route(
             "/healthz",
             get(|| async { axum::Json(json!({"ok": true})) }),
@@ -75,7 +122,7 @@ pub fn router(state: Arc<ServeState>) -> Router {
         .with_state(state)
 }
 
-fn error(status: StatusCode, code: &str, message: &str) -> Response {
+pub(crate) fn error(status: StatusCode, code: &str, message: &str) -> Response {
     (
         status,
         axum::Json(json!({"ok": false, "error": {"code": code, "message": message}})),
@@ -93,7 +140,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 // ---- LiveKit ----------------------------------------------------------------------------------
 
 /// The relay key in a participant's metadata, if it holds one.
-fn key_of(participant: Option<&livekit_protocol::ParticipantInfo>) -> Option<String> {
+pub(crate) fn key_of(participant: Option<&livekit_protocol::ParticipantInfo>) -> Option<String> {
     let metadata = &participant?.metadata;
     let parsed: ParticipantMetadata = serde_json::from_str(metadata).ok()?;
     is_api_key(&parsed.api_key).then_some(parsed.api_key)
@@ -139,17 +186,25 @@ async fn livekit_webhook(
         "participant_joined" => {
             if let Some(key) = key_of(participant) {
                 let identity = participant.map(|p| p.identity.as_str()).unwrap_or_default();
-                sessions.open(&key, &room, identity, "livekit", true);
+                if sessions.open(&key, &room, identity, crate::rooms::LIVEKIT, true) {
+                    state.persist();
+                }
             }
         }
         "participant_left" | "participant_connection_aborted" => {
             if let Some(key) = key_of(participant) {
-                sessions.close(&key, &event.event);
+                if sessions.close(&key, &event.event) {
+                    state.persist();
+                }
                 revoke(&state, &key).await;
             }
         }
         "room_finished" => {
-            for key in sessions.close_room(&room, "room_finished") {
+            let keys = sessions.close_room(&room, "room_finished");
+            if !keys.is_empty() {
+                state.persist();
+            }
+            for key in keys {
                 revoke(&state, &key).await;
             }
         }
@@ -159,7 +214,7 @@ async fn livekit_webhook(
 }
 
 /// Revokes a key whose participant left: the tab is told and the key can do nothing more.
-async fn revoke(state: &ServeState, key: &str) {
+pub(crate) async fn revoke(state: &ServeState, key: &str) {
     match state.worker.client.revoke(key).await {
         Ok(r) => {
             tracing::info!(key = %Fp(key), tab_notified = r.tab_notified, "key revoked at the relay")
@@ -304,7 +359,7 @@ async fn vapi_webhook(
 // ---- sessions ---------------------------------------------------------------------------------
 
 async fn sessions(State(state): State<Arc<ServeState>>, headers: HeaderMap) -> Response {
-    if !bearer(&headers).is_some_and(|p| matches(&state.agent_secret, p)) {
+    if !state.agent_authorized(&headers) {
         return error(
             StatusCode::UNAUTHORIZED,
             "unauthorized",

@@ -70,6 +70,9 @@ pub mod events {
 pub mod headers {
     /// Retry key: a repeat within the idempotency window gets the first outcome.
     pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+    /// The tab's routing key on requests to the agent worker's agent API and MCP endpoint (never
+    /// in a URL).
+    pub const VOICE_AGENT_KEY: &str = "x-voice-agent-key";
 
     /// The credential of an `Authorization: Bearer <credential>` value (scheme case-insensitive).
     pub fn bearer(authorization: &str) -> Option<&str> {
