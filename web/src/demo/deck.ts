@@ -53,5 +53,3 @@ export function shuffled<T>(cards: readonly T[]): T[] {
   }
   return out;
 }
-
-export const SUIT_SYMBOL: Record<Suit, string> = { wands: '🜂', cups: '🜄', swords: '🜁', pentacles: '🜃' };

@@ -1,15 +1,24 @@
 // The demo page: the UI tools an agent drives through the relay. Tool parameters are only ever
 // put in the page as text (textContent), never as HTML.
 
-import { Room } from 'livekit-client';
 import { type CallMeta, ToolError, VoiceRelayClient, type ConnectionState } from '../client';
-import { type Card, DECK, SUIT_SYMBOL, cardById, shuffled } from './deck';
+import { type Card, DECK, cardById, shuffled } from './deck';
+import { suitSymbol } from './suits';
+import { Voice } from './voice';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 
 const ui = {
   connection: $('connection'),
   voice: $('voice'),
+  quality: $('quality'),
+  participants: $('participants'),
+  participantsEmpty: $('participants-empty'),
+  micLevel: $('mic-level'),
+  agentLevel: $('agent-level'),
+  startAudio: $<HTMLButtonElement>('start-audio'),
+  voiceRetry: $<HTMLButtonElement>('voice-retry'),
+  remoteAudio: $('remote-audio'),
   headset: $<HTMLButtonElement>('headset'),
   hint: $('hint'),
   loading: $('loading'),
@@ -76,36 +85,22 @@ const STATE_TEXT: Record<ConnectionState, string> = {
 };
 
 let client: VoiceRelayClient | null = null;
-let room: Room | null = null;
 
-function setVoice(state: 'off' | 'connecting' | 'on' | 'unavailable', text: string): void {
-  ui.voice.dataset.state = state;
-  ui.voice.textContent = text;
-}
-
-async function connectVoice(url: string, token: string): Promise<void> {
-  setVoice('connecting', 'Voice: connecting…');
-  const r = new Room();
-  room = r;
-  try {
-    await Promise.race([
-      r.connect(url, token),
-      sleep(6000).then(() => {
-        throw new Error('no answer');
-      }),
-    ]);
-    setVoice('on', 'Voice: connected');
-    announce('Voice connected');
-    r.localParticipant.setMicrophoneEnabled(true).catch(() => {
-      setVoice('on', 'Voice: connected (microphone blocked)');
-    });
-  } catch {
-    r.disconnect().catch(() => {});
-    if (room === r) room = null;
-    setVoice('unavailable', 'Voice unavailable: no LiveKit server reachable (tools still work)');
-    announce('Voice is unavailable; on-screen tools still work');
-  }
-}
+// Voice is independent of the relay: whatever happens to it, the tools keep working.
+const voice = new Voice(
+  {
+    pill: ui.voice,
+    quality: ui.quality,
+    participants: ui.participants,
+    participantsEmpty: ui.participantsEmpty,
+    micMeter: ui.micLevel,
+    agentMeter: ui.agentLevel,
+    startAudio: ui.startAudio,
+    retry: ui.voiceRetry,
+    audioSink: ui.remoteAudio,
+  },
+  announce,
+);
 
 async function startSession(): Promise<void> {
   if (client) return;
@@ -122,6 +117,8 @@ async function startSession(): Promise<void> {
     }
   });
   c.on('cancel', () => announce('The agent cancelled the request'));
+  // Still inside the user's click or key press: audio may start.
+  voice.prepare();
   ui.headset.setAttribute('aria-pressed', 'true');
   ui.headset.setAttribute('aria-label', 'End voice session (Ctrl+K)');
   ui.hint.textContent = 'Session active. Press again (or Ctrl/⌘+K) to end it.';
@@ -130,7 +127,7 @@ async function startSession(): Promise<void> {
     ui.devIdentity.textContent = token.identity;
     ui.devRoom.textContent = token.roomName;
     ui.devKey.textContent = token.apiKey;
-    void connectVoice(token.url, token.token);
+    void voice.start(token.url, token.token);
   } catch (err) {
     ui.hint.textContent = `Could not start: ${(err as Error).message}`;
     endSession(true);
@@ -140,9 +137,7 @@ async function startSession(): Promise<void> {
 function endSession(stopClient: boolean): void {
   if (stopClient) client?.stop();
   client = null;
-  room?.disconnect().catch(() => {});
-  room = null;
-  setVoice('off', 'Voice: off');
+  voice.stop();
   ui.headset.setAttribute('aria-pressed', 'false');
   ui.headset.setAttribute('aria-label', 'Start voice session (Ctrl+K)');
   closePicker();
@@ -244,9 +239,7 @@ function cardFace(card: Card, reversed: boolean): HTMLElement {
   const num = document.createElement('span');
   num.className = 'card-number';
   num.textContent = card.number;
-  const symbol = document.createElement('span');
-  symbol.className = 'card-symbol';
-  symbol.textContent = card.suit ? SUIT_SYMBOL[card.suit] : '✶';
+  const symbol = suitSymbol(card.suit);
   const name = document.createElement('span');
   name.className = 'card-name';
   name.textContent = card.name;

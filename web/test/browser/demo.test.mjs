@@ -1,7 +1,7 @@
 // End-to-end: the demo page in Debian's Chromium (playwright-core) against the real relay.
 // One journey, step by step, with a screenshot of each state in test-logs/screenshots/.
-// LIVEKIT_URL points at a port where nothing listens: LiveKit's media server cannot run here, so
-// the page must say voice is unavailable while every tool keeps working.
+// LIVEKIT_URL points at a port where nothing listens, so the page must say that voice failed
+// because the LiveKit server cannot be reached, while every tool keeps working.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startRelay, within, sleep } from '../protocol/harness.mjs';
@@ -29,7 +29,7 @@ const slug = (name) => name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^
 const call = (toolName, params, extra = {}) => relay.call({ apiKey, toolName, params, ...extra });
 const announced = () => page.textContent('#announcer');
 
-test('the page starts a session with Ctrl+K: bound to the relay, voice reported unavailable', async () => {
+test('the page starts a session with Ctrl+K: bound to the relay, voice reported failed with its reason', async () => {
   assert.equal(await page.getAttribute('#headset', 'aria-pressed'), 'false');
   await shot(page, '00-page-loaded');
   await page.keyboard.press('Control+k');
@@ -39,9 +39,43 @@ test('the page starts a session with Ctrl+K: bound to the relay, voice reported 
   assert.match(apiKey, /^va_[0-9a-f]{64}$/);
   relay.remember(apiKey);
   assert.equal((await relay.keyState(apiKey)).body.state, 'online');
-  await page.waitForSelector('#voice[data-state="unavailable"]', { timeout: 15000 });
-  assert.match(await page.textContent('#voice'), /Voice unavailable/);
+  // The attempt is bounded (10 s), and a refused port fails well before that.
+  await page.waitForSelector('#voice[data-state="failed"]', { timeout: 15000 });
+  const pill = await page.textContent('#voice');
+  assert.match(pill, /^Voice failed: could not reach the LiveKit server at ws:\/\/127\.0\.0\.1:9; tools still work$/);
+  await page.waitForFunction(() => document.getElementById('announcer').textContent.startsWith('Voice failed:'));
+  assert.match(await announced(), /on-screen tools still work/);
+  assert.equal(await page.isVisible('#voice-retry'), true, 'a failed attempt can be retried');
+  assert.equal(await page.isVisible('#start-audio'), false);
+  // Not in a room: no quality, nobody listed, meters at zero and labelled.
+  assert.equal(await page.getAttribute('#quality', 'data-quality'), 'unknown');
+  assert.equal(await page.$$eval('#participants li', (li) => li.length), 0);
+  for (const id of ['mic-level', 'agent-level']) {
+    const m = await page.$eval(`#${id}`, (el) => ({
+      role: el.getAttribute('role'), level: el.dataset.level, peak: el.dataset.peak,
+      now: el.getAttribute('aria-valuenow'), label: el.getAttribute('aria-labelledby'),
+    }));
+    assert.equal(m.role, 'meter');
+    assert.equal(Number(m.level), 0);
+    assert.equal(Number(m.peak), 0);
+    assert.equal(Number(m.now), 0);
+    assert.ok((await page.textContent(`#${m.label}`)).trim().length > 0, `${id} has a visible label`);
+  }
   await shot(page, '01-session-started');
+  // The retry button, by keyboard: a new attempt (connecting), which fails the same way.
+  await page.evaluate(() => {
+    const pill = document.getElementById('voice');
+    window.__voiceStates = [];
+    new MutationObserver(() => {
+      if (window.__voiceStates.at(-1) !== pill.dataset.state) window.__voiceStates.push(pill.dataset.state);
+    }).observe(pill, { attributes: true, attributeFilter: ['data-state'] });
+  });
+  await page.focus('#voice-retry');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => window.__voiceStates.at(-1) === 'failed', null, { timeout: 15000 });
+  assert.deepEqual(await page.evaluate(() => window.__voiceStates), ['connecting', 'failed']);
+  assert.match(await page.textContent('#voice'), /could not reach the LiveKit server/);
+  assert.equal(await page.evaluate(() => document.activeElement?.id), 'voice-retry', 'the focus stays on the retry button');
 });
 
 test('OpenPopover shows the green popover with the message as text, then hides it', async () => {
@@ -139,6 +173,34 @@ test('show_card displays the card and answers {success, cardId, reversed}; an un
   const none = await call('make_coffee', {}, { awaitResult: true });
   assert.equal(none.status, 502);
   assert.equal(none.body.error.code, 'no_handler');
+});
+
+test('minor arcana: each suit is drawn as an SVG symbol that renders on a stock browser', async () => {
+  const cards = { wands: 'ace-of-wands', cups: 'three-of-cups', swords: 'knight-of-swords', pentacles: 'queen-of-pentacles' };
+  for (const [suit, cardId] of Object.entries(cards)) {
+    const r = await call('show_card', { cardId, reversed: false }, { awaitResult: true });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    await page.waitForFunction((s) => document.querySelector(`#display-card svg.card-symbol[data-suit="${s}"]`), suit);
+    const symbol = await page.$eval('#display-card svg.card-symbol', (svg) => {
+      const box = svg.getBoundingClientRect();
+      const drawn = [...svg.querySelectorAll('path, circle')].map((el) => el.getBBox());
+      return {
+        width: box.width, height: box.height, shapes: drawn.length,
+        drawnArea: drawn.reduce((a, b) => a + b.width * b.height, 0),
+        stroke: getComputedStyle(svg).stroke,
+        text: svg.closest('.card-face').textContent,
+      };
+    });
+    assert.ok(symbol.width > 20 && symbol.height > 20, `${suit}: the symbol has a size (${symbol.width}×${symbol.height})`);
+    assert.ok(symbol.shapes > 0 && symbol.drawnArea > 100, `${suit}: the symbol's shapes have an area`);
+    assert.notEqual(symbol.stroke, 'none', `${suit}: the symbol is stroked`);
+    // No character outside what every font has (the alchemical suit symbols were missing glyphs).
+    assert.match(symbol.text, /^[\x20-\x7e]*$/, `${suit}: the face's text is plain`);
+    await shot(page, `08-minor-card-${suit}`);
+  }
+  // The major arcana have a drawn symbol too.
+  await call('show_card', { cardId: 'the-star', reversed: false }, { awaitResult: true });
+  await page.waitForSelector('#display-card svg.card-symbol[data-suit="major"]');
 });
 
 test('a draw that times out is cancelled: the picker closes', async () => {
