@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # How an operator runs the voice-agent relay: start, stop, restart, status, logs, test, bench,
-# check. State lives in .run/ (pid and log files) and .env (secrets, created on first start).
+# check. State lives in .run/ (pid and log files, the generated LiveKit config) and .env
+# (secrets, created on first start); tools it installs (the LiveKit server, the Python venv) in
+# .tools/ (VA_TOOLS_DIR), reused afterwards.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -9,7 +11,11 @@ ENV_FILE="$ROOT/.env"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 RELAY_BIN="$TARGET/release/relay"
 WORKER_BIN="$TARGET/release/agent-worker"
-PROCS=(relay worker)
+TOOLS_DIR="${VA_TOOLS_DIR:-$ROOT/.tools}"
+VENV="$TOOLS_DIR/venv"
+# The LiveKit server version `start` installs (go install of the published Go module).
+LIVEKIT_VERSION=v1.13.5
+PROCS=(livekit relay worker agent)
 
 say() { printf '%s\n' "$*"; }
 die() { printf 'manage.sh: %s\n' "$*" >&2; exit 1; }
@@ -52,7 +58,8 @@ ensure_env() {
   cat >"$ENV_FILE" <<EOF
 # Created by scripts/manage.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ). Keep it private (mode 600).
 RELAY_ADDR=${RELAY_ADDR:-127.0.0.1:3001}
-LIVEKIT_URL=ws://127.0.0.1:7880
+LIVEKIT_URL=${LIVEKIT_URL:-ws://127.0.0.1:7880}
+LIVEKIT_UDP_PORT=${LIVEKIT_UDP_PORT:-7882}
 LIVEKIT_API_KEY=devkey
 LIVEKIT_API_SECRET=$(random_hex 32)
 RELAY_AGENT_SECRET=$(random_hex 32)
@@ -67,8 +74,35 @@ EOF
 
 relay_addr() { load_env; printf '%s' "${RELAY_ADDR:-127.0.0.1:3001}"; }
 worker_addr() { load_env; printf '%s' "${WORKER_ADDR:-127.0.0.1:3002}"; }
-addr_of() { if [[ "$1" == relay ]]; then relay_addr; else worker_addr; fi; }
-health_path() { if [[ "$1" == relay ]]; then echo /readyz; else echo /healthz; fi; }
+# The local LiveKit server's HTTP address (LIVEKIT_URL on this machine).
+livekit_addr() { load_env; if livekit_local; then printf '127.0.0.1:%s' "$LK_PORT"; fi; }
+# The reference agent's health server (LiveKit Agents' worker HTTP port).
+agent_addr() { load_env; printf '127.0.0.1:%s' "${AGENT_HTTP_PORT:-8081}"; }
+addr_of() {
+  case "$1" in
+    relay) relay_addr ;;
+    worker) worker_addr ;;
+    livekit) livekit_addr ;;
+    agent) agent_addr ;;
+  esac
+}
+health_path() {
+  case "$1" in
+    relay) echo /readyz ;;
+    worker) echo /healthz ;;
+    *) echo / ;;
+  esac
+}
+
+# True when LIVEKIT_URL names a server on this machine (then start runs one); sets LK_PORT.
+livekit_local() {
+  local url="${LIVEKIT_URL:-ws://127.0.0.1:7880}"
+  if [[ "$url" =~ ^wss?://(127\.0\.0\.1|localhost):([0-9]+)/?$ ]]; then
+    LK_PORT="${BASH_REMATCH[2]}"
+    return 0
+  fi
+  return 1
+}
 
 pid_alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
@@ -82,7 +116,7 @@ build_release() {
 }
 
 wait_ready() {
-  local url="$1" tries=100
+  local url="$1" tries="${2:-100}"
   while (( tries-- > 0 )); do
     if curl -fsS "$url" >/dev/null 2>&1; then return 0; fi
     sleep 0.1
@@ -100,14 +134,126 @@ start_proc() {
     say "$name already running (pid $(cat "$RUN_DIR/$name.pid")) on http://$addr"
     return 0
   fi
-  port_busy "$addr" && die "port ${addr##*:} ($name) is in use by another program; stop it or change its address in $ENV_FILE"
+  if port_busy "$addr"; then
+    say "manage.sh: port ${addr##*:} ($name) is in use by another program; stop it or change its address in $ENV_FILE" >&2
+    return 1
+  fi
   nohup "$@" >>"$RUN_DIR/$name.log" 2>&1 &
   echo $! >"$RUN_DIR/$name.pid"
-  if ! wait_ready "http://$addr$(health_path "$name")"; then
+  if ! wait_ready "http://$addr$(health_path "$name")" "${READY_TRIES:-100}"; then
     tail -n 20 "$RUN_DIR/$name.log" >&2 || true
-    die "$name did not become ready; see $RUN_DIR/$name.log"
+    say "manage.sh: $name did not become ready; see $RUN_DIR/$name.log" >&2
+    stop_pid "$name" >/dev/null
+    return 1
   fi
   say "$name running (pid $(cat "$RUN_DIR/$name.pid")) on http://$addr"
+}
+
+# ---- LiveKit server ---------------------------------------------------------------------------
+
+# The LiveKit server binary: livekit-server on the PATH as it is, else the one start installed in
+# $TOOLS_DIR/bin. Prints nothing when there is none.
+livekit_bin() {
+  if command -v livekit-server >/dev/null 2>&1; then
+    command -v livekit-server
+  elif [[ -x "$TOOLS_DIR/bin/livekit-server" ]]; then
+    printf '%s' "$TOOLS_DIR/bin/livekit-server"
+  fi
+}
+
+# Installs the pinned LiveKit server into $TOOLS_DIR/bin with Go (a few minutes the first time,
+# Go's build cache makes later installs quick). Fails when there is no Go.
+install_livekit() {
+  command -v go >/dev/null 2>&1 || return 1
+  mkdir -p "$TOOLS_DIR/bin"
+  say "installing the LiveKit server $LIVEKIT_VERSION into $TOOLS_DIR/bin (go install; minutes the first time)…"
+  # The module is published without cgo; its binary is called `server`.
+  if ! (cd "$TOOLS_DIR" && CGO_ENABLED=0 GOBIN="$TOOLS_DIR/bin" GOFLAGS=-mod=mod \
+      go install "github.com/livekit/livekit-server/cmd/server@$LIVEKIT_VERSION") >"$TOOLS_DIR/livekit-install.log" 2>&1; then
+    tail -n 20 "$TOOLS_DIR/livekit-install.log" >&2
+    return 1
+  fi
+  mv -f "$TOOLS_DIR/bin/server" "$TOOLS_DIR/bin/livekit-server"
+}
+
+# Single-quoted YAML scalar.
+yaml_str() { printf "'%s'" "${1//\'/\'\'}"; }
+
+# Writes the local LiveKit server's config from .env into $RUN_DIR/livekit.yaml (mode 600: it
+# holds the API secret): HTTP on 127.0.0.1, one UDP port, no TCP fallback, webhooks to the
+# worker signed with the same key.
+write_livekit_config() {
+  local cfg="$RUN_DIR/livekit.yaml"
+  mkdir -p "$RUN_DIR"
+  (
+    umask 077
+    cat >"$cfg" <<YAML
+# Written by scripts/manage.sh from $ENV_FILE at every start; edit .env, not this file.
+port: $LK_PORT
+bind_addresses: [127.0.0.1]
+keys:
+  $(yaml_str "$LIVEKIT_API_KEY"): $(yaml_str "$LIVEKIT_API_SECRET")
+rtc:
+  udp_port: ${LIVEKIT_UDP_PORT:-7882}
+  tcp_port: 0
+  use_external_ip: false
+  enable_loopback_candidate: true
+$([[ -n "${LIVEKIT_NODE_IP:-}" ]] && printf '  node_ip: %s\n' "$(yaml_str "$LIVEKIT_NODE_IP")")
+webhook:
+  api_key: $(yaml_str "$LIVEKIT_API_KEY")
+  urls: [$(yaml_str "http://${WORKER_ADDR:-127.0.0.1:3002}/livekit/webhook")]
+logging:
+  level: info
+YAML
+  )
+  printf '%s' "$cfg"
+}
+
+# Refuses settings the local LiveKit server would not run well with; checks the generated config
+# with the server's own (strict) parser. Prints the problem and fails.
+check_livekit_config() {
+  local bin="$1" cfg="$2" out
+  if [[ -z "${LIVEKIT_API_KEY:-}" || -z "${LIVEKIT_API_SECRET:-}" ]]; then
+    printf 'LIVEKIT_API_KEY and LIVEKIT_API_SECRET are required for the LiveKit server\n'
+    return 1
+  fi
+  if ((${#LIVEKIT_API_SECRET} < 32)); then
+    printf 'LIVEKIT_API_SECRET is shorter than 32 characters, which the LiveKit server refuses to trust\n'
+    return 1
+  fi
+  out="$("$bin" --config "$cfg" ports 2>&1)" || true
+  if ! grep -q 'HTTP service' <<<"$out"; then
+    printf 'the LiveKit server refuses %s: %s\n' "$cfg" "$out"
+    return 1
+  fi
+}
+
+# Starts the local LiveKit server when LIVEKIT_URL is on this machine, installing it first when
+# needed. Voice is optional: when it cannot run, say why and go on without it.
+start_livekit() {
+  if ! livekit_local; then
+    say "livekit: LIVEKIT_URL is ${LIVEKIT_URL}; using that server, none started here"
+    return 0
+  fi
+  local bin; bin="$(livekit_bin)"
+  if [[ -z "$bin" ]] && ! install_livekit; then
+    say "livekit: NOT STARTED: no livekit-server on the PATH and no Go to install it with."
+    say "  Install Go ≥ 1.26 (then start installs LiveKit $LIVEKIT_VERSION into $TOOLS_DIR), or put"
+    say "  livekit-server on the PATH, or set LIVEKIT_URL in $ENV_FILE to a LiveKit server (Cloud)."
+    say "  Starting the rest without voice: the page's tools still work."
+    return 0
+  fi
+  bin="$(livekit_bin)"
+  local cfg problem
+  cfg="$(write_livekit_config)"
+  if ! problem="$(check_livekit_config "$bin" "$cfg")"; then
+    say "livekit: NOT STARTED: $problem. Starting the rest without voice."
+    return 0
+  fi
+  if ! start_proc livekit "$bin" --config "$cfg"; then
+    say "livekit: NOT STARTED (see $RUN_DIR/livekit.log). Starting the rest without voice."
+  fi
+  return 0
 }
 
 cmd_start() {
@@ -120,8 +266,10 @@ cmd_start() {
   export RELAY_WEB_DIR="$ROOT/web/dist"
   "$RELAY_BIN" check-config >/dev/null || die "relay configuration in $ENV_FILE is not valid"
   "$WORKER_BIN" check-config >/dev/null || die "worker configuration in $ENV_FILE is not valid"
-  start_proc relay "$RELAY_BIN"
-  start_proc worker "$WORKER_BIN" serve
+  start_livekit
+  start_proc relay "$RELAY_BIN" || die "the relay did not start"
+  WORKER_STATE_FILE="${WORKER_STATE_FILE:-$RUN_DIR/worker-sessions.json}" \
+    start_proc worker "$WORKER_BIN" serve || die "the worker did not start"
   local addr; addr="$(relay_addr)"
   say ""
   say "demo page:  http://$addr/  (press Ctrl+K or the headset button to start a session)"
@@ -152,12 +300,21 @@ stop_pid() {
   say "$name stopped"
 }
 
-cmd_stop() { stop_pid worker; stop_pid relay; }
+cmd_stop() { stop_pid agent; stop_pid worker; stop_pid relay; stop_pid livekit; }
 
 cmd_status() {
+  load_env
   local rc=0 name
   for name in "${PROCS[@]}"; do
     local addr; addr="$(addr_of "$name")"
+    if [[ "$name" == livekit ]] && ! livekit_local; then
+      say "livekit: not run here (LIVEKIT_URL is ${LIVEKIT_URL})"
+      continue
+    fi
+    if [[ "$name" == agent ]] && ! pid_alive "$RUN_DIR/agent.pid"; then
+      say "agent: not running (start --agent runs it)"
+      continue
+    fi
     if pid_alive "$RUN_DIR/$name.pid"; then
       local health="not ready"
       curl -fsS "http://$addr$(health_path "$name")" >/dev/null 2>&1 && health="ready"
@@ -183,6 +340,17 @@ cmd_check() {
   local rc=0
   "$RELAY_BIN" check-config || rc=$?
   "$WORKER_BIN" check-config || rc=$?
+  if livekit_local; then
+    local bin problem; bin="$(livekit_bin)"
+    if [[ -z "$bin" ]]; then
+      say "livekit: no server installed yet (start installs $LIVEKIT_VERSION with Go); its config is not checked"
+    elif ! problem="$(check_livekit_config "$bin" "$(write_livekit_config)")"; then
+      printf 'configuration error: %s\n' "$problem" >&2
+      rc=64
+    else
+      say "livekit: $RUN_DIR/livekit.yaml is valid for $("$bin" --version 2>/dev/null)"
+    fi
+  fi
   return "$rc"
 }
 
@@ -213,6 +381,9 @@ ensure_test_tools() {
   command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
   command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
   command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+  command -v espeak-ng >/dev/null 2>&1 || missing+=(espeak-ng)
+  command -v sox >/dev/null 2>&1 || missing+=(sox)
+  command -v ip >/dev/null 2>&1 || missing+=(iproute2)
   command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-venv)
   ((${#missing[@]})) || return 0
   if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
@@ -224,18 +395,50 @@ ensure_test_tools() {
   fi
 }
 
+# The project-local Python venv with the agent package (editable) and its pinned dependencies;
+# wheels are cached in $TOOLS_DIR/pip-cache. Reinstalled when pyproject.toml changes.
+ensure_venv() {
+  need python3 "Install Python 3.11 or newer."
+  local pkg="$ROOT/agent-worker/python"
+  if [[ ! -x "$VENV/bin/python" ]]; then
+    python3 -m venv "$VENV" || die "cannot make a venv at $VENV (apt-get install -y python3-venv)"
+  fi
+  if [[ ! -f "$VENV/.installed" || "$pkg/pyproject.toml" -nt "$VENV/.installed" ]]; then
+    say "installing the Python agent package and its pinned dependencies into $VENV…"
+    "$VENV/bin/pip" install -q --disable-pip-version-check --cache-dir "$TOOLS_DIR/pip-cache" -e "$pkg[dev]"
+    touch "$VENV/.installed"
+  fi
+}
+
+# The LiveKit server for the voice-room test: the one on the PATH or in $TOOLS_DIR, else
+# installed with Go.
+ensure_livekit() {
+  [[ -n "$(livekit_bin)" ]] && return 0
+  install_livekit || die "the voice-room test needs a LiveKit server: install Go ≥ 1.26 or put livekit-server on the PATH"
+}
+
 cmd_test() {
   need cargo "Install Rust (rustup) first."
   ensure_test_tools
   local chromium="${CHROMIUM_PATH:-/usr/bin/chromium}"
   cd "$ROOT"
   local out; out="$(mktemp -d)"
+  local component
+  for component in rustfmt clippy; do
+    if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
+      say "!! the Rust toolchain has no $component; adding it with rustup"
+      rustup component add "$component" || die "the Rust toolchain lacks $component and rustup could not add it: the tests need it"
+    fi
+  done
   say "== cargo fmt --check"
   cargo fmt --all -- --check
   say "== cargo clippy -D warnings"
   cargo clippy --workspace --all-targets -- -D warnings
   say "== cargo test"
   cargo test --workspace 2>&1 | tee "$out/cargo.txt"
+  say "== python: lint and type check of the agent package (ruff, mypy)"
+  ensure_venv
+  (cd "$ROOT/agent-worker/python" && "$VENV/bin/ruff" check . && "$VENV/bin/ruff" format --check . && "$VENV/bin/mypy")
   say "== web: type check and build"
   build_web
   (cd "$ROOT/web" && npx --no-install tsc --noEmit -p . && node build.mjs)
@@ -243,26 +446,47 @@ cmd_test() {
   say "== deploy files"
   "$ROOT/deploy/check.sh"
   rm -rf "$ROOT/test-logs"
+  mkdir -p "$ROOT/test-logs"
   local rc=0
+  say "== python tests (the agent package; against the real worker and relay binaries)"
+  (cd "$ROOT/agent-worker/python" && RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" \
+    TEST_LOG_DIR="$ROOT/test-logs" "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests) 2>&1 | tee "$out/py.txt" || rc=$?
   say "== protocol tests (relay and agent-worker binaries, tabs played by the official socket.io-client)"
   say "== browser tests (the demo page in Chromium; screenshots in test-logs/screenshots)"
   (cd "$ROOT/web" && RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" \
     TEST_LOG_DIR="$ROOT/test-logs" CHROMIUM_PATH="$chromium" \
     node --test --test-concurrency=2 --test-reporter=spec test/protocol/ test/browser/) 2>&1 | tee "$out/node.txt" || rc=$?
+  say "== voice room test (LiveKit server, relay, worker, reference agent, Chromium; in a network namespace)"
+  ensure_livekit
+  if [[ "$(id -u)" != 0 ]]; then
+    say "!! the voice room test needs root for its network namespace (ip netns); counted as failed"
+    printf 'ℹ fail 1\n' >"$out/voice.txt"
+    rc=1
+  else
+    (cd "$ROOT/web" && RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" \
+      TEST_LOG_DIR="$ROOT/test-logs" CHROMIUM_PATH="$chromium" VA_TOOLS_DIR="$TOOLS_DIR" \
+      "$ROOT/scripts/netns.sh" node --test --test-reporter=spec test/voice/) 2>&1 | tee "$out/voice.txt" || rc=$?
+  fi
   # Alone, after the rest: it builds release binaries, which would slow the timed tests above.
   say "== operations test (scripts/manage.sh on a fresh copy of the tree)"
   (cd "$ROOT/web" && node --test --test-reporter=spec test/ops/) 2>&1 | tee "$out/ops.txt" || rc=$?
-  # One closing line for the whole run: Rust and Node counts together.
-  local cp cf np nf
+  # One closing line for the whole run: Rust, Python and Node counts together.
+  local cp cf np nf pp pf f
   cp=$(grep -oE '^test result: [a-zA-Z]+\. [0-9]+ passed' "$out/cargo.txt" | awk '{s+=$4} END {print s+0}')
   cf=$(grep -oE '[0-9]+ failed' "$out/cargo.txt" | awk '{s+=$1} END {print s+0}')
-  np=$(cat "$out/node.txt" "$out/ops.txt" | grep -oE '^ℹ pass [0-9]+' | awk '{s+=$3} END {print s+0}')
-  nf=$(cat "$out/node.txt" "$out/ops.txt" | grep -oE '^ℹ fail [0-9]+' | awk '{s+=$3} END {print s+0}')
+  # pytest's closing line: "N passed[, M failed][, …] in Xs".
+  pp=$(tail -n 1 "$out/py.txt" | grep -oE '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
+  pf=$(tail -n 1 "$out/py.txt" | grep -oE '[0-9]+ (failed|error|errors)' | awk '{s+=$1} END {print s+0}')
+  ((pp + pf > 0)) || pf=$((pf + 1))
+  np=$(cat "$out/node.txt" "$out/voice.txt" "$out/ops.txt" | grep -oE '^ℹ pass [0-9]+' | awk '{s+=$3} END {print s+0}')
+  nf=$(cat "$out/node.txt" "$out/voice.txt" "$out/ops.txt" | grep -oE '^ℹ fail [0-9]+' | awk '{s+=$3} END {print s+0}')
   # No summary at all means a runner died before reporting: count that as a failure.
-  [[ -n "$(grep -E '^ℹ fail' "$out/node.txt")" && -n "$(grep -E '^ℹ fail' "$out/ops.txt")" ]] || nf=$((nf + 1))
+  for f in node voice ops; do
+    grep -qE '^ℹ fail' "$out/$f.txt" || nf=$((nf + 1))
+  done
   rm -rf "$out"
   say ""
-  say "$((cp + np)) passed, $((cf + nf)) failed"
+  say "$((cp + pp + np)) passed, $((cf + pf + nf)) failed"
   return "$rc"
 }
 
@@ -287,7 +511,7 @@ usage: scripts/manage.sh <command>
   stop             stop what start started (SIGTERM, bounded wait, then kill)
   restart          stop, then start
   status           show what runs, its pid, address and readiness
-  logs [relay|worker]  follow a log
+  logs [relay|worker|livekit|agent]  follow a log
   test             run every test (format, lints, Rust tests, protocol and browser tests)
   bench [--quick]  run the benchmark (relay against the Node reference design); see scripts/bench.mjs
   check            validate the configuration without starting anything

@@ -34,6 +34,10 @@ function manage(args, env = {}, ms = 600000) {
         CARGO_TARGET_DIR: process.env.CARGO_TARGET_DIR ?? join(repoRoot, 'target'),
         RELAY_ADDR: `127.0.0.1:${ports.relay}`,
         WORKER_ADDR: `127.0.0.1:${ports.worker}`,
+        LIVEKIT_URL: `ws://127.0.0.1:${ports.livekit}`,
+        LIVEKIT_UDP_PORT: String(ports.livekitUdp),
+        // The LiveKit server the repository's own run installed (or installs once, there).
+        VA_TOOLS_DIR: process.env.VA_TOOLS_DIR ?? join(repoRoot, '.tools'),
         ...env,
       },
     });
@@ -61,7 +65,7 @@ before(async () => {
   rmSync(join(dir, 'src.tar'));
   // npm's packages come from the repository's own install (same lockfile) to keep this test fast.
   symlinkSync(join(repoRoot, 'web/node_modules'), join(dir, 'web/node_modules'));
-  ports = { relay: await freePort(), worker: await freePort() };
+  ports = { relay: await freePort(), worker: await freePort(), livekit: await freePort(), livekitUdp: await freePort() };
 });
 
 after(async () => {
@@ -69,9 +73,13 @@ after(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-test('start on a fresh copy: builds, creates .env (600), starts relay and worker, prints the demo URL', async () => {
+test('start on a fresh copy: builds, creates .env (600), starts LiveKit, relay and worker, prints the demo URL', async () => {
   const r = await manage(['start']);
   assert.equal(r.code, 0, r.out);
+  assert.match(r.out, new RegExp(`livekit running \\(pid \\d+\\) on http://127\\.0\\.0\\.1:${ports.livekit}`));
+  assert.equal((await fetch(`http://127.0.0.1:${ports.livekit}/`)).status, 200, 'LiveKit answers');
+  assert.equal(statSync(join(dir, '.run/livekit.yaml')).mode & 0o777, 0o600, 'its config holds the secret');
+  assert.match(readFileSync(join(dir, '.run/livekit.yaml'), 'utf8'), new RegExp(`urls: \\['http://127\\.0\\.0\\.1:${ports.worker}/livekit/webhook'\\]`));
   assert.match(r.out, /created .*\.env with fresh secrets/);
   assert.match(r.out, new RegExp(`demo page: +http://127\\.0\\.0\\.1:${ports.relay}/`));
   assert.match(r.out, /agent-worker call <va_key> OpenPopover/);
@@ -83,18 +91,20 @@ test('start on a fresh copy: builds, creates .env (600), starts relay and worker
   assert.equal((await fetch(`http://127.0.0.1:${ports.worker}/healthz`)).status, 200);
   const status = await manage(['status']);
   assert.equal(status.code, 0, status.out);
+  assert.match(status.out, /livekit: running, pid \d+, .*ready/);
   assert.match(status.out, /relay: running, pid \d+, .*ready/);
   assert.match(status.out, /worker: running, pid \d+, .*ready/);
 });
 
 test('a second start reports what runs and starts no twins', async () => {
-  const before = [pidOf('relay'), pidOf('worker')];
+  const before = [pidOf('livekit'), pidOf('relay'), pidOf('worker')];
   const env = readFileSync(join(dir, '.env'), 'utf8');
   const r = await manage(['start']);
   assert.equal(r.code, 0, r.out);
   assert.match(r.out, /relay already running/);
   assert.match(r.out, /worker already running/);
-  assert.deepEqual([pidOf('relay'), pidOf('worker')], before);
+  assert.match(r.out, /livekit already running/);
+  assert.deepEqual([pidOf('livekit'), pidOf('relay'), pidOf('worker')], before);
   assert.equal(readFileSync(join(dir, '.env'), 'utf8'), env, '.env is never overwritten');
 });
 
@@ -116,7 +126,7 @@ test('agent-worker call, with the secrets from .env, reaches a tab', async () =>
 });
 
 test('stop leaves no process and no port held; status says stopped', async () => {
-  const pids = [pidOf('relay'), pidOf('worker')];
+  const pids = [pidOf('livekit'), pidOf('relay'), pidOf('worker')];
   const r = await manage(['stop']);
   assert.equal(r.code, 0, r.out);
   await sleep(200);
@@ -124,6 +134,7 @@ test('stop leaves no process and no port held; status says stopped', async () =>
   assert.equal(existsSync(join(dir, '.run/relay.pid')), false);
   assert.equal(await portOpen(ports.relay), false);
   assert.equal(await portOpen(ports.worker), false);
+  assert.equal(await portOpen(ports.livekit), false);
   const status = await manage(['status']);
   assert.equal(status.code, 3);
   assert.match(status.out, /relay: stopped/);
@@ -149,4 +160,46 @@ test('check refuses a broken .env with the reason and exit 64', async () => {
   assert.equal(syntax.code, 64);
   assert.match(syntax.out, /line \d+ is not KEY=VALUE/);
   writeFileSync(join(dir, '.env'), good);
+});
+
+test('check refuses a LiveKit secret the server would not trust, and start then runs the rest without voice', async () => {
+  const good = readFileSync(join(dir, '.env'), 'utf8');
+  writeFileSync(join(dir, '.env'), good.replace(/^LIVEKIT_API_SECRET=.*$/m, 'LIVEKIT_API_SECRET=only-twenty-chars-xx'));
+  const check = await manage(['check']);
+  assert.equal(check.code, 64, check.out);
+  assert.match(check.out, /LIVEKIT_API_SECRET is shorter than 32 characters/);
+  const r = await manage(['start']);
+  assert.equal(r.code, 0, r.out);
+  assert.match(r.out, /livekit: NOT STARTED: LIVEKIT_API_SECRET is shorter than 32 characters.*without voice/);
+  assert.match(r.out, /relay running/);
+  assert.match(r.out, /worker running/);
+  assert.equal(existsSync(join(dir, '.run/livekit.pid')), false);
+  assert.equal((await manage(['stop'])).code, 0);
+  writeFileSync(join(dir, '.env'), good);
+});
+
+test('start with no LiveKit server and no Go says how to get one and starts the rest', async () => {
+  const noGo = process.env.PATH.split(':').filter((d) => !existsSync(join(d, 'go')) && !existsSync(join(d, 'livekit-server'))).join(':');
+  const r = await manage(['start'], { PATH: noGo, VA_TOOLS_DIR: join(dir, 'no-tools') });
+  assert.equal(r.code, 0, r.out);
+  assert.match(r.out, /livekit: NOT STARTED: no livekit-server on the PATH and no Go/);
+  assert.match(r.out, /Install Go/);
+  assert.match(r.out, /relay running/);
+  assert.equal((await manage(['stop'], { PATH: noGo })).code, 0);
+});
+
+test('LIVEKIT_URL pointing to another server (LiveKit Cloud, a cluster) starts nothing local', async () => {
+  const good = readFileSync(join(dir, '.env'), 'utf8');
+  writeFileSync(join(dir, '.env'), good.replace(/^LIVEKIT_URL=.*$/m, 'LIVEKIT_URL=wss://voice.example.com'));
+  try {
+    const r = await manage(['start']);
+    assert.equal(r.code, 0, r.out);
+    assert.match(r.out, /livekit: LIVEKIT_URL is wss:\/\/voice\.example\.com; using that server, none started here/);
+    assert.equal(existsSync(join(dir, '.run/livekit.pid')), false);
+    const status = await manage(['status']);
+    assert.match(status.out, /livekit: not run here/);
+    assert.equal((await manage(['stop'])).code, 0);
+  } finally {
+    writeFileSync(join(dir, '.env'), good);
+  }
 });
