@@ -201,9 +201,17 @@ impl RelayClient {
             .map(Duration::from_millis)
             .unwrap_or(self.config.default_timeout);
         let url = format!("{}/api/voice-agent/tool-call", self.config.relay_url);
+        // Dropped before the outcome is in (the caller stopped waiting), the call is cancelled
+        // at the relay, so the tab is not left holding it.
+        let mut unanswered = CancelOnDrop {
+            client: self,
+            api_key,
+            idempotency_key: &idem,
+            armed: true,
+        };
 
         let mut attempt = 0;
-        loop {
+        let outcome = loop {
             let sent = self
                 .http
                 .post(&url)
@@ -225,9 +233,29 @@ impl RelayClient {
                     attempt += 1;
                     tokio::time::sleep(wait).await;
                 }
-                other => return other,
+                other => break other,
             }
-        }
+        };
+        unanswered.armed = false;
+        outcome
+    }
+
+    /// Cancels the call sent with `idempotency_key` for `api_key`, if it still runs at the
+    /// relay (the tab is told `voice-agent:cancel`). True when a running call was cancelled.
+    pub async fn cancel(&self, api_key: &str, idempotency_key: &str) -> Result<bool, ToolError> {
+        let url = format!("{}/api/voice-agent/tool-call/cancel", self.config.relay_url);
+        let response = self
+            .http
+            .post(url)
+            .bearer_auth(self.config.agent_secret.expose())
+            .header(headers::IDEMPOTENCY_KEY, idempotency_key)
+            .json(&serde_json::json!({ "apiKey": api_key }))
+            .timeout(SHORT_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| transport_error(&e))?;
+        let answer: CancelResponse = read_json(response).await?;
+        Ok(answer.cancelled)
     }
 
     /// The key's state at the relay.
@@ -255,6 +283,44 @@ impl RelayClient {
             .await
             .map_err(|e| transport_error(&e))?;
         read_json(response).await
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct CancelResponse {
+    cancelled: bool,
+}
+
+/// Cancels a call at the relay when its future is dropped before the outcome arrived.
+struct CancelOnDrop<'a> {
+    client: &'a RelayClient,
+    api_key: &'a str,
+    idempotency_key: &'a str,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // Outside a runtime (a blocking caller that gave up) there is nothing to run it on.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let client = self.client.clone();
+        let api_key = self.api_key.to_owned();
+        let idem = self.idempotency_key.to_owned();
+        runtime.spawn(async move {
+            match client.cancel(&api_key, &idem).await {
+                Ok(cancelled) => {
+                    tracing::info!(key = %Fp(&api_key), cancelled, "tool call abandoned: cancelled at the relay")
+                }
+                Err(e) => {
+                    tracing::warn!(key = %Fp(&api_key), cause = %e, "tool call abandoned: cancel failed")
+                }
+            }
+        });
     }
 }
 
@@ -329,31 +395,44 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     /// A local stand-in for the relay's HTTP API: answers each attempt from a script and
-    /// records the Idempotency-Key of each attempt.
+    /// records the Idempotency-Key of each attempt (and `cancel <key>` for each cancel).
     async fn scripted(script: Vec<(u16, &'static str, u64)>) -> (String, Arc<Mutex<Vec<String>>>) {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let script = Arc::new(Mutex::new(script.into_iter()));
         let app = {
             let seen = seen.clone();
-            Router::new().route(
-                "/api/voice-agent/tool-call",
-                post(move |headers: HeaderMap| {
-                    let seen = seen.clone();
-                    let script = script.clone();
-                    async move {
-                        let idem = headers
-                            .get("idempotency-key")
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or_default()
-                            .to_owned();
-                        seen.lock().unwrap().push(idem);
-                        let (status, body, delay) =
-                            script.lock().unwrap().next().unwrap_or((500, "{}", 0));
-                        tokio::time::sleep(Duration::from_millis(delay)).await;
-                        (StatusCode::from_u16(status).unwrap(), body)
-                    }
-                }),
-            )
+            let cancels = seen.clone();
+            Router::new()
+                .route(
+                    "/api/voice-agent/tool-call/cancel",
+                    post(move |headers: HeaderMap| {
+                        let cancels = cancels.clone();
+                        async move {
+                            let idem = headers["idempotency-key"].to_str().unwrap_or_default();
+                            cancels.lock().unwrap().push(format!("cancel {idem}"));
+                            r#"{"ok":true,"cancelled":true}"#
+                        }
+                    }),
+                )
+                .route(
+                    "/api/voice-agent/tool-call",
+                    post(move |headers: HeaderMap| {
+                        let seen = seen.clone();
+                        let script = script.clone();
+                        async move {
+                            let idem = headers
+                                .get("idempotency-key")
+                                .and_then(|v| v.to_str().ok())
+                                .unwrap_or_default()
+                                .to_owned();
+                            seen.lock().unwrap().push(idem);
+                            let (status, body, delay) =
+                                script.lock().unwrap().next().unwrap_or((500, "{}", 0));
+                            tokio::time::sleep(Duration::from_millis(delay)).await;
+                            (StatusCode::from_u16(status).unwrap(), body)
+                        }
+                    }),
+                )
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -475,6 +554,37 @@ mod tests {
         let seen = seen.lock().unwrap();
         assert_eq!(seen.len(), 2);
         assert_eq!(seen[0], seen[1]);
+    }
+
+    #[tokio::test]
+    async fn a_call_dropped_before_its_outcome_is_cancelled_at_the_relay() {
+        let (url, seen) = scripted(vec![(200, r#"{"ok":true,"callId":"c"}"#, 5_000)]).await;
+        let c = client(&url);
+        let options = CallOptions::default();
+        let call = c.call(KEY, "draw_card", None, &options);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), call)
+                .await
+                .is_err(),
+            "the caller stops waiting"
+        );
+        let sent = seen.lock().unwrap()[0].clone();
+        let wanted = format!("cancel {sent}");
+        for _ in 0..100 {
+            if seen.lock().unwrap().contains(&wanted) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(seen.lock().unwrap().as_slice(), [sent, wanted]);
+        // A call that got its outcome sends no cancel.
+        let (url, seen) = scripted(vec![(200, r#"{"ok":true,"callId":"c"}"#, 0)]).await;
+        client(&url)
+            .call(KEY, "t", None, &CallOptions::default())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(seen.lock().unwrap().len(), 1);
     }
 
     #[tokio::test]

@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use clap::{Args, Parser, Subcommand};
 use relay_wire::Secret;
 
+use crate::mcp::McpConfig;
+
 /// Exit status for a configuration error (EX_USAGE).
 pub const EXIT_CONFIG: u8 = 64;
 
@@ -100,6 +102,14 @@ pub struct ServeArgs {
     /// participant that left while the worker was down has its key revoked; unset keeps none.
     #[arg(long, env = "WORKER_STATE_FILE")]
     pub state_file: Option<std::path::PathBuf>,
+    /// Host headers the MCP endpoint accepts, comma-separated (`name` or `name:port`; `*` for
+    /// any). Default: localhost, 127.0.0.1, ::1.
+    #[arg(long, env = "WORKER_MCP_ALLOWED_HOSTS")]
+    pub mcp_allowed_hosts: Option<String>,
+    /// Browser origins the MCP endpoint accepts, comma-separated (`https://host[:port]`, `:*`
+    /// for any port; `*` for any origin). Default: none, a request carrying `Origin` is refused.
+    #[arg(long, env = "WORKER_MCP_ALLOWED_ORIGINS")]
+    pub mcp_allowed_origins: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -159,6 +169,55 @@ pub struct ServeConfig {
     pub livekit_http_url: Option<String>,
     pub room_sync: Option<std::time::Duration>,
     pub state_file: Option<std::path::PathBuf>,
+    pub mcp: McpConfig,
+}
+
+/// A comma-separated list, trimmed, without empty items.
+fn list(raw: &str) -> Vec<String> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The MCP endpoint's hosts and origins, or the reason they are wrong.
+fn mcp_config(serve: &ServeArgs) -> Result<McpConfig, String> {
+    let mut config = McpConfig::default();
+    if let Some(raw) = present(&serve.mcp_allowed_hosts) {
+        let hosts = list(&raw);
+        config.allowed_hosts = if hosts.iter().any(|h| h == "*") {
+            Vec::new()
+        } else {
+            hosts
+        };
+        if let Some(bad) = config
+            .allowed_hosts
+            .iter()
+            .find(|h| h.contains('/') || h.contains(char::is_whitespace))
+        {
+            return Err(format!(
+                "WORKER_MCP_ALLOWED_HOSTS takes host names or host:port, not {bad:?}"
+            ));
+        }
+    }
+    if let Some(raw) = present(&serve.mcp_allowed_origins) {
+        let origins = list(&raw);
+        if origins.iter().any(|o| o == "*") {
+            config.allowed_origins = None;
+        } else {
+            if let Some(bad) = origins
+                .iter()
+                .find(|o| *o != "null" && !(o.starts_with("http://") || o.starts_with("https://")))
+            {
+                return Err(format!(
+                    "WORKER_MCP_ALLOWED_ORIGINS takes origins such as https://app.example.com:443, not {bad:?}"
+                ));
+            }
+            config.allowed_origins = Some(origins);
+        }
+    }
+    Ok(config)
 }
 
 impl ServeConfig {
@@ -193,6 +252,7 @@ impl ServeConfig {
                 "VAPI_SECRET is shorter than {MIN_SECRET_LEN} characters"
             ));
         }
+        let mcp = mcp_config(serve).map_err(|e| problems.push(e)).ok();
         let json_logs = match serve.log_format.as_str() {
             "json" => true,
             "text" => false,
@@ -203,8 +263,10 @@ impl ServeConfig {
                 false
             }
         };
-        match (agents, key, secret) {
-            (Some(agents), Some(livekit_api_key), Some(secret)) if problems.is_empty() => {
+        match (agents, key, secret, mcp) {
+            (Some(agents), Some(livekit_api_key), Some(secret), Some(mcp))
+                if problems.is_empty() =>
+            {
                 Ok(ServeConfig {
                     addr: serve.addr,
                     livekit_api_key,
@@ -216,6 +278,7 @@ impl ServeConfig {
                     livekit_http_url,
                     room_sync,
                     state_file: serve.state_file.clone(),
+                    mcp,
                 })
             }
             _ => Err(ConfigError(problems.join("; "))),
@@ -278,6 +341,49 @@ mod tests {
             .to_string();
         assert!(err.contains("VAPI_SECRET is shorter"), "{err}");
         assert!(!err.contains("short\""), "{err}");
+    }
+
+    #[test]
+    fn mcp_hosts_and_origins() {
+        let base = [
+            "--agent-secret",
+            "0123456789abcdef0",
+            "check-config",
+            "--livekit-api-key",
+            "devkey",
+            "--livekit-api-secret",
+            "secret",
+        ];
+        let config = |extra: &[&str]| {
+            let mut args = base.to_vec();
+            args.extend_from_slice(extra);
+            let cli = parse(&args);
+            let Command::CheckConfig(serve) = &cli.command else {
+                panic!()
+            };
+            ServeConfig::from_args(&cli.relay, serve).map(|c| c.mcp)
+        };
+        assert_eq!(config(&[]).unwrap(), McpConfig::default());
+        let custom = config(&[
+            "--mcp-allowed-hosts",
+            "worker, worker:3002",
+            "--mcp-allowed-origins",
+            "https://app.example.com:443",
+        ])
+        .unwrap();
+        assert_eq!(custom.allowed_hosts, ["worker", "worker:3002"]);
+        assert_eq!(
+            custom.allowed_origins,
+            Some(vec!["https://app.example.com:443".to_owned()])
+        );
+        let open = config(&["--mcp-allowed-hosts", "*", "--mcp-allowed-origins", "*"]).unwrap();
+        assert!(open.allowed_hosts.is_empty());
+        assert_eq!(open.allowed_origins, None);
+        let err = config(&["--mcp-allowed-origins", "app.example.com"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("WORKER_MCP_ALLOWED_ORIGINS"), "{err}");
+        assert!(config(&["--mcp-allowed-hosts", "http://x"]).is_err());
     }
 
     #[test]

@@ -2,13 +2,16 @@
 //! Vapi, OpenAI Realtime, ElevenLabs) run the conversation; this crate gives them the UI tools:
 //! a typed relay client ([`client`]), a tool registry with JSON Schemas ([`tools`]), session
 //! modes ([`modes`]), the shipped tool sets ([`toolsets`]), sessions and their log
-//! ([`sessions`]), and the webhook server ([`webhooks`]). It never speaks Socket.IO: tabs are
-//! reached only through the relay's HTTP API.
+//! ([`sessions`]), and the server of `agent-worker serve` ([`webhooks`], with the agent API
+//! [`agent_api`] and the MCP endpoint [`mcp`], both views of [`Worker::offer`] and
+//! [`Worker::agent_call`]). It never speaks Socket.IO: tabs are reached only through the relay's
+//! HTTP API.
 
 pub mod agent_api;
 pub mod client;
 pub mod config;
 pub mod demo;
+pub mod mcp;
 pub mod modes;
 pub mod rooms;
 pub mod sessions;
@@ -90,6 +93,32 @@ fn no_parameters() -> Value {
     json!({"type": "object", "properties": {}, "additionalProperties": false})
 }
 
+fn ui_tool(spec: &tools::ToolSpec) -> OfferedTool {
+    OfferedTool {
+        name: spec.name.clone(),
+        description: spec.description.clone(),
+        parameters: spec.parameters.clone(),
+        output_schema: spec.output_schema.clone(),
+        await_result: spec.await_result,
+        timeout_ms: spec.timeout_ms,
+    }
+}
+
+/// The tool that moves a session to `next`.
+fn enter_tool(next: &modes::Mode) -> OfferedTool {
+    OfferedTool {
+        name: modes::enter_tool_name(&next.id),
+        description: format!(
+            "Move the conversation to its {} phase. In that phase: {}",
+            next.id, next.instructions
+        ),
+        parameters: no_parameters(),
+        output_schema: None,
+        await_result: false,
+        timeout_ms: None,
+    }
+}
+
 impl Worker {
     /// The mode `key`'s session is in, opening a session (source `agent`, modes enforced) when
     /// none is open yet: an agent may ask before LiveKit's webhook arrives.
@@ -111,36 +140,28 @@ impl Worker {
             .get(&id)
             .or_else(|| modes.get(modes.initial()))
             .expect("the initial mode exists");
-        let mut tools: Vec<OfferedTool> = self
-            .registry
-            .for_mode(&mode.id)
-            .map(|s| OfferedTool {
-                name: s.name.clone(),
-                description: s.description.clone(),
-                parameters: s.parameters.clone(),
-                output_schema: s.output_schema.clone(),
-                await_result: s.await_result,
-                timeout_ms: s.timeout_ms,
-            })
-            .collect();
-        for next in mode.next.iter().filter_map(|n| modes.get(n)) {
-            tools.push(OfferedTool {
-                name: modes::enter_tool_name(&next.id),
-                description: format!(
-                    "Move the conversation to its {} phase. In that phase: {}",
-                    next.id, next.instructions
-                ),
-                parameters: no_parameters(),
-                output_schema: None,
-                await_result: false,
-                timeout_ms: None,
-            });
-        }
+        let mut tools: Vec<OfferedTool> = self.registry.for_mode(&mode.id).map(ui_tool).collect();
+        tools.extend(
+            mode.next
+                .iter()
+                .filter_map(|n| modes.get(n))
+                .map(enter_tool),
+        );
         Offer {
             mode: mode.id.clone(),
             instructions: mode.instructions.clone(),
             tools,
         }
+    }
+
+    /// The tool named `name` as it is offered in the modes that offer it: a UI tool of the
+    /// registry or a mode change. `None` when no mode offers such a tool.
+    pub fn offerable(&self, name: &str) -> Option<OfferedTool> {
+        if let Some(spec) = self.registry.get(name) {
+            return Some(ui_tool(spec));
+        }
+        let target = name.strip_prefix(modes::ENTER_PREFIX)?;
+        self.sessions.modes().get(target).map(enter_tool)
     }
 
     /// Runs one tool an agent called for `key`: a mode change of the session's current mode,

@@ -130,7 +130,8 @@ async fn dispatch(cli: Cli) -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return config_error(e),
             };
-            init_tracing(config.json_logs, "info");
+            // rmcp logs every session and notification at info: warnings are enough here.
+            init_tracing(config.json_logs, "info,rmcp=warn");
             match run_serve(&cli, config).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -162,7 +163,8 @@ async fn run_serve(cli: &Cli, config: ServeConfig) -> anyhow::Result<()> {
         &config.livekit_api_secret,
         config.vapi_secret.as_ref(),
         &config.accepted_agent_secrets,
-    );
+    )
+    .with_mcp(config.mcp.clone());
     if let Some(path) = &config.state_file {
         state = state.with_state_file(rooms::StateFile(path.clone()));
     }
@@ -178,6 +180,8 @@ async fn run_serve(cli: &Cli, config: ServeConfig) -> anyhow::Result<()> {
         version = env!("CARGO_PKG_VERSION"),
         %addr,
         relay = %cli.relay.relay_url,
+        mcp = %format!("http://{addr}/mcp"),
+        mcp_hosts = %config.mcp.allowed_hosts.join(","),
         "agent-worker listening on http://{addr}"
     );
     let sync = match (&config.livekit_http_url, config.room_sync) {

@@ -1,6 +1,7 @@
 //! Sessions: one per key while its participant is in a room (opened and closed by LiveKit
 //! webhooks) or while a voice platform uses it. Each holds its mode stack and the session log's
-//! figures: per tool, calls, failures and durations. Keys appear only as fingerprints.
+//! figures: per tool, calls, failures and durations, and publishes its mode on a watch channel
+//! (the MCP endpoint announces a changed tool list from it). Keys appear only as fingerprints.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -10,6 +11,7 @@ use dashmap::DashMap;
 use relay_wire::Fp;
 use relay_wire::fingerprint;
 use serde::Serialize;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::client::ToolError;
@@ -33,6 +35,9 @@ struct Session {
     enforce_modes: bool,
     opened: Instant,
     state: Mutex<SessionState>,
+    /// The current mode, for whoever follows it; dropped with the session, which ends every
+    /// follower.
+    mode: watch::Sender<String>,
 }
 
 struct SessionState {
@@ -54,6 +59,8 @@ pub struct SessionInfo {
     pub age_ms: u64,
     pub mode_transitions: u32,
     pub tools: BTreeMap<String, ToolStats>,
+    /// How many followers (MCP sessions) watch this session's mode.
+    pub mode_followers: usize,
 }
 
 /// The session's lock guards a few counters and is held for an update, never across an await;
@@ -117,6 +124,7 @@ impl Sessions {
                         transitions: 0,
                         tools: BTreeMap::new(),
                     }),
+                    mode: watch::Sender::new(self.modes.initial().to_owned()),
                 }
             });
         if opened {
@@ -191,6 +199,12 @@ impl Sessions {
             .map(|s| lock(&s.state).stack.active().to_owned())
     }
 
+    /// A receiver of the session's mode: it sees every mode change, and its `changed()` fails
+    /// once the session is closed. `None` when no session is open for `key`.
+    pub fn follow_mode(&self, key: &str) -> Option<watch::Receiver<String>> {
+        self.map.get(key).map(|s| s.mode.subscribe())
+    }
+
     /// Refuses an unknown tool, and a tool the session's current mode does not offer when the
     /// session enforces modes.
     pub fn check(
@@ -213,7 +227,7 @@ impl Sessions {
         let mut state = lock(&session.state);
         let from = state.stack.active().to_owned();
         state.stack.enter(&self.modes, mode, save_previous)?;
-        Self::transitioned(key, &mut state, &from);
+        Self::transitioned(key, &session, &mut state, &from);
         Ok(())
     }
 
@@ -225,7 +239,7 @@ impl Sessions {
         let target = state.stack.change_for(&self.modes, tool)?.id.clone();
         let from = state.stack.active().to_owned();
         state.stack.enter(&self.modes, &target, false).ok()?;
-        Self::transitioned(key, &mut state, &from);
+        Self::transitioned(key, &session, &mut state, &from);
         Some(target)
     }
 
@@ -235,11 +249,12 @@ impl Sessions {
         let mut state = lock(&session.state);
         let from = state.stack.active().to_owned();
         state.stack.exit(&self.modes);
-        Self::transitioned(key, &mut state, &from);
+        Self::transitioned(key, &session, &mut state, &from);
         Ok(())
     }
 
-    fn transitioned(key: &str, state: &mut SessionState, from: &str) {
+    fn transitioned(key: &str, session: &Session, state: &mut SessionState, from: &str) {
+        session.mode.send_replace(state.stack.active().to_owned());
         let now = Instant::now();
         tracing::info!(
             key = %Fp(key),
@@ -289,6 +304,7 @@ impl Sessions {
                     age_ms: e.opened.elapsed().as_millis() as u64,
                     mode_transitions: state.transitions,
                     tools: state.tools.clone(),
+                    mode_followers: e.mode.receiver_count(),
                 }
             })
             .collect();
@@ -324,7 +340,11 @@ mod tests {
                 .code,
             "tool_not_allowed"
         );
+        let mut follower = sessions.follow_mode(key).unwrap();
+        assert_eq!(*follower.borrow_and_update(), "default");
         sessions.enter_mode(key, "spread", false).unwrap();
+        assert!(follower.has_changed().unwrap());
+        assert_eq!(*follower.borrow_and_update(), "spread");
         assert!(sessions.check(key, &registry, "draw_card").is_ok());
         sessions.record(key, "draw_card", Duration::from_millis(30), &Ok(()));
         sessions.record(
@@ -337,6 +357,7 @@ mod tests {
         assert_eq!(snap.len(), 1);
         assert_eq!(snap[0].mode, "spread");
         assert_eq!(snap[0].key, fingerprint(key));
+        assert_eq!(snap[0].mode_followers, 1);
         let s = &snap[0].tools["draw_card"];
         assert_eq!((s.calls, s.failures, s.total_ms, s.max_ms), (2, 1, 40, 30));
         assert_eq!(
@@ -344,6 +365,11 @@ mod tests {
             vec![key.to_owned()]
         );
         assert!(!sessions.is_open(key));
+        assert!(
+            follower.has_changed().is_err(),
+            "closing the session ends its followers"
+        );
+        assert!(sessions.follow_mode(key).is_none());
         assert!(!sessions.close(key, "again"));
     }
 }

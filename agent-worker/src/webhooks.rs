@@ -1,7 +1,8 @@
 //! `agent-worker serve`: LiveKit webhooks (verified with livekit-api: the raw JWT in
 //! `Authorization`, its `sha256` claim covering the body) open and close sessions and revoke keys
 //! at the relay; Vapi's server-URL `tool-calls` messages run tools through the relay and answer
-//! `{"results":[…]}` with single-line strings.
+//! `{"results":[…]}` with single-line strings. The agent API ([`crate::agent_api`]) and the MCP
+//! endpoint ([`crate::mcp`], at `/mcp`) share this server and its state.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +32,9 @@ pub struct ServeState {
     vapi_secret: Option<[u8; 32]>,
     agent_secrets: Vec<[u8; 32]>,
     state_file: Option<crate::rooms::StateFile>,
+    mcp: crate::mcp::McpConfig,
+    /// Fired when the server stops: ends the MCP sessions and their open streams.
+    shutdown: tokio_util::sync::CancellationToken,
 }
 
 fn digest(s: &str) -> [u8; 32] {
@@ -60,7 +64,15 @@ impl ServeState {
             vapi_secret: vapi_secret.map(|s| digest(s.expose())),
             agent_secrets: agent_secrets.iter().map(|s| digest(s.expose())).collect(),
             state_file: None,
+            mcp: crate::mcp::McpConfig::default(),
+            shutdown: tokio_util::sync::CancellationToken::new(),
         }
+    }
+
+    /// Who may reach the MCP endpoint (hosts and origins).
+    pub fn with_mcp(mut self, config: crate::mcp::McpConfig) -> Self {
+        self.mcp = config;
+        self
     }
 
     /// Keeps the open LiveKit sessions in `file`, and opens the ones it kept from the last run
@@ -109,7 +121,9 @@ impl ServeState {
 }
 
 pub fn router(state: Arc<ServeState>) -> Router {
+    let mcp = crate::mcp::service(state.clone(), &state.mcp, state.shutdown.clone());
     Router::new()
+        .nest_service("/mcp", mcp)
         .route("/livekit/webhook", post(livekit_webhook))
         .route("/vapi/webhook", post(vapi_webhook))
         .route("/sessions", get(sessions))
@@ -375,8 +389,12 @@ pub async fn serve(
     state: Arc<ServeState>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let stop = state.shutdown.clone();
     axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            stop.cancel();
+        })
         .await
 }
 

@@ -4,12 +4,12 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use bytes::Bytes;
 use relay_wire::{
     ErrorCode, KeyState, KeyStatus, RevokeReason, RevokeResponse, TokenRequest, ToolCallRequest,
@@ -28,6 +28,7 @@ pub fn routes() -> Router<Arc<App>> {
     Router::new()
         .route("/token", post(token_post).get(token_get))
         .route("/api/voice-agent/tool-call", post(tool_call))
+        .route("/api/voice-agent/tool-call/cancel", post(tool_call_cancel))
         .route(
             "/api/voice-agent/keys/{api_key}",
             get(key_status).delete(key_revoke),
@@ -35,6 +36,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .layer(Extension(Arc::new(calls::Running::default())))
 }
 
 // ---- token service -------------------------------------------------------------------------
@@ -216,6 +218,7 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
             }
         },
     };
+    let running = request.extensions().get::<Arc<calls::Running>>().cloned();
     let body = read_body(&app, request).await?;
     let req: ToolCallRequest = parse_object(&body)?;
     if !is_api_key(&req.api_key) {
@@ -249,8 +252,10 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
         params: req.params,
         await_result: req.await_result,
         timeout,
+        cancel: tokio_util::sync::CancellationToken::new(),
     };
 
+    let cancellable = idem_key.clone();
     let recorder = match idem_key {
         None => None,
         Some(idem) => {
@@ -291,11 +296,19 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
         }
     };
 
+    // A call with an Idempotency-Key can be cancelled by the agent while it runs.
+    let registered = match (running, cancellable) {
+        (Some(running), Some(idem)) => {
+            Some(running.register(&call.api_key, &idem, call.cancel.clone()))
+        }
+        _ => None,
+    };
     // The call runs in its own task: it reaches its end (and records its outcome for retries)
     // even if the agent's connection drops mid-call.
     let task_app = app.clone();
     let handle = tokio::spawn(async move {
         let _inflight = task_app.drain.enter();
+        let _registered = registered;
         let started = tokio::time::Instant::now();
         let result = calls::run(&task_app, &call).await;
         let (outcome, code) = match result {
@@ -358,6 +371,45 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
             Err(ApiError::new(ErrorCode::Internal, "internal error"))
         }
     }
+}
+
+/// `POST /api/voice-agent/tool-call/cancel` with the call's `Idempotency-Key` and
+/// `{"apiKey"}`: ends that call if it still runs on this node (the tab is told
+/// `voice-agent:cancel`). `{"ok":true,"cancelled":false}` when no such call runs here.
+async fn tool_call_cancel(State(app): State<Arc<App>>, request: Request) -> Response {
+    match tool_call_cancel_inner(app, request).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CancelRequest {
+    api_key: String,
+}
+
+async fn tool_call_cancel_inner(app: Arc<App>, request: Request) -> Result<Response, ApiError> {
+    authorize(&app, request.headers())?;
+    let idem = request
+        .headers()
+        .get(headers::IDEMPOTENCY_KEY)
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| idempotency::valid_key(s))
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            ApiError::invalid("a cancel names its call by the call's Idempotency-Key header")
+        })?;
+    let running = request.extensions().get::<Arc<calls::Running>>().cloned();
+    let body = read_body(&app, request).await?;
+    let req: CancelRequest = parse_object(&body)?;
+    key_param(&req.api_key)?;
+    let cancelled = running.is_some_and(|r| r.cancel(&req.api_key, &idem));
+    tracing::info!(key = %Fp(&req.api_key), cancelled, "tool call cancel");
+    Ok(json_response(
+        StatusCode::OK,
+        encode(&serde_json::json!({"ok": true, "cancelled": cancelled})),
+    ))
 }
 
 /// Where a call with an `Idempotency-Key` records its outcome for retries.

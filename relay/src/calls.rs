@@ -5,10 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use dashmap::DashMap;
 use relay_wire::{CallMeta, CancelEvent, ErrorCode, TOOL_EVENT_PREFIX, TabAnswer, events};
 use serde_json::value::RawValue;
 use socketioxide::{AckError, SendError, SocketError};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::App;
 use crate::cluster::{self, Acquired, AgentRate, Cluster, Place, Watch};
@@ -27,6 +29,70 @@ pub struct Call {
     pub await_result: bool,
     pub timeout: Duration,
     pub call_id: Arc<str>,
+    /// Cancelled when the agent cancels the call ([`Running`]).
+    pub cancel: CancellationToken,
+}
+
+/// The calls running with an `Idempotency-Key`, so that the agent can cancel one it no longer
+/// waits for (its own caller went away): the call ends at once, and a tab that has it is told
+/// `voice-agent:cancel` as at a timeout. One node only: a cancel reaches the calls of the node
+/// that receives it.
+#[derive(Default)]
+pub struct Running {
+    calls: DashMap<(String, String), CancellationToken>,
+}
+
+/// Removes a call from [`Running`] however it ends.
+pub struct RunningGuard {
+    running: Arc<Running>,
+    id: (String, String),
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.running.calls.remove(&self.id);
+    }
+}
+
+impl Running {
+    /// Registers the call `(api_key, idempotency_key)` with its token.
+    pub fn register(
+        self: &Arc<Self>,
+        api_key: &str,
+        idempotency_key: &str,
+        token: CancellationToken,
+    ) -> RunningGuard {
+        let id = (api_key.to_owned(), idempotency_key.to_owned());
+        self.calls.insert(id.clone(), token);
+        RunningGuard {
+            running: self.clone(),
+            id,
+        }
+    }
+
+    /// Cancels the running call; false when none runs here under that key.
+    pub fn cancel(&self, api_key: &str, idempotency_key: &str) -> bool {
+        let id = (api_key.to_owned(), idempotency_key.to_owned());
+        match self.calls.get(&id) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Resolves when a call must end early: the drain was forced, or the agent cancelled it.
+async fn stopped(app: &App, call: &Call) -> ApiError {
+    tokio::select! {
+        biased;
+        _ = app.drain.force.cancelled() => ApiError::shutting_down(),
+        _ = call.cancel.cancelled() => ApiError::new(
+            ErrorCode::Timeout,
+            "the agent cancelled the call before it was done",
+        ),
+    }
 }
 
 /// New call id: `c_` + 24 hex characters.
@@ -150,7 +216,7 @@ async fn run_local(app: &App, call: &Call) -> Result<Option<serde_json::Value>, 
     loop {
         let binding = tokio::select! {
             biased;
-            _ = app.drain.force.cancelled() => return Err(ApiError::shutting_down()),
+            e = stopped(app, call) => return Err(e),
             waited = app.keys.wait_online(&call.api_key, deadline) => match waited {
                 Ok(binding) => binding,
                 Err(WaitError::Unknown) => return Err(ApiError::unknown_key()),
@@ -203,9 +269,9 @@ async fn deliver_local(
     tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, "delivered, awaiting answer");
     tokio::select! {
         biased;
-        _ = app.drain.force.cancelled() => {
+        e = stopped(app, call) => {
             cancel(binding, &call.call_id);
-            Step::Done(Err(ApiError::shutting_down()))
+            Step::Done(Err(e))
         }
         // The tab left, was replaced or was revoked before answering: deliver again to
         // whichever tab binds the key next, within the same deadline.
@@ -268,7 +334,7 @@ async fn run_shared(
             Some(place) => place,
             None => tokio::select! {
                 biased;
-                _ = app.drain.force.cancelled() => return Err(ApiError::shutting_down()),
+                e = stopped(app, call) => return Err(e),
                 place = cluster.lookup(&rid) => place?,
             },
         };
@@ -281,7 +347,7 @@ async fn run_shared(
                 let wake = deadline.min(Instant::now() + cluster::RECHECK);
                 tokio::select! {
                     biased;
-                    _ = app.drain.force.cancelled() => return Err(ApiError::shutting_down()),
+                    e = stopped(app, call) => return Err(e),
                     _ = tokio::time::timeout_at(wake, changed) => {}
                 }
                 continue;
@@ -298,7 +364,7 @@ async fn run_shared(
                         if !socket_alive(app, &sid) {
                             cluster.release(&rid, &sid).await?;
                         }
-                        settle(app, deadline, changed).await?
+                        settle(app, call, deadline, changed).await?
                     }
                 }
             }
@@ -331,13 +397,14 @@ fn socket_alive(app: &App, sid: &str) -> bool {
 /// A short pause before looking again: until the key changes, or a few milliseconds.
 async fn settle(
     app: &App,
+    call: &Call,
     deadline: Instant,
     changed: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
 ) -> Result<Step, ApiError> {
     let wake = deadline.min(Instant::now() + SETTLE);
     tokio::select! {
         biased;
-        _ = app.drain.force.cancelled() => Err(ApiError::shutting_down()),
+        e = stopped(app, call) => Err(e),
         _ = tokio::time::timeout_at(wake, changed) => Ok(Step::Again),
     }
 }
@@ -391,9 +458,9 @@ async fn deliver_remote(
         let recheck = Instant::now() + cluster::RECHECK;
         tokio::select! {
             biased;
-            _ = app.drain.force.cancelled() => {
+            e = stopped(app, call) => {
                 cancel_remote(io, &room, &call.call_id);
-                return Ok(Step::Done(Err(ApiError::shutting_down())));
+                return Ok(Step::Done(Err(e)));
             }
             answer = acks.next() => return Ok(match answer {
                 Some((_, Ok(value))) => Step::Done(interpret(value)),

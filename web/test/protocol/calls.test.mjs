@@ -227,3 +227,54 @@ test('per-key limit on calls in flight: 429 beyond it', async () => {
   assert.equal((await relay.call({ apiKey, toolName: 'slow', awaitResult: true })).status, 200);
   tab.close();
 });
+
+test('the agent cancels a running call by its Idempotency-Key: the tab gets cancel, the call ends', async () => {
+  const { tab, apiKey } = await relay.boundTab();
+  tab.socket.on('voice-agent:draw_card', () => {});
+  const cancel = (idem, body = { apiKey }, secret = relay.agentSecret) => relay.fetch('/api/voice-agent/tool-call/cancel', {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      ...(secret ? { authorization: `Bearer ${secret}` } : {}),
+      ...(idem ? { 'idempotency-key': idem } : {}),
+    },
+    body: JSON.stringify(body),
+  });
+  const pending = relay.call(
+    { apiKey, toolName: 'draw_card', awaitResult: true, timeoutMs: 20000 },
+    { headers: { 'idempotency-key': 'cancel-me-1' } },
+  );
+  const [, meta] = await tab.next('voice-agent:draw_card');
+  assert.equal((await cancel('cancel-me-1', { apiKey }, 'wrong-secret-wrong')).status, 401);
+  assert.equal((await cancel(null)).status, 400, 'the call is named by its Idempotency-Key');
+  assert.equal((await cancel('cancel-me-1', { apiKey: 'va_nope' })).status, 400);
+  const started = Date.now();
+  const done = await cancel('cancel-me-1');
+  assert.deepEqual(done.body, { ok: true, cancelled: true });
+  const [cancelled] = await tab.next('voice-agent:cancel');
+  assert.deepEqual(cancelled, { callId: meta.callId });
+  const r = await pending;
+  assert.ok(Date.now() - started < 2000, 'the call ended at once');
+  assert.equal(r.status, 504);
+  assert.equal(r.body.error.code, 'timeout');
+  assert.match(r.body.error.message, /cancelled/);
+  assert.equal(r.body.callId, meta.callId);
+  // Over: nothing runs under that key any more; a retry replays the outcome.
+  assert.deepEqual((await cancel('cancel-me-1')).body, { ok: true, cancelled: false });
+  const replay = await relay.call(
+    { apiKey, toolName: 'draw_card', awaitResult: true, timeoutMs: 20000 },
+    { headers: { 'idempotency-key': 'cancel-me-1' } },
+  );
+  assert.equal(replay.status, 504);
+  assert.equal(replay.body.callId, meta.callId);
+  // A call waiting for its offline tab is cancelled the same way.
+  tab.close();
+  await relay.waitState(apiKey, 'offline');
+  const waiting = relay.call(
+    { apiKey, toolName: 'draw_card', awaitResult: true, timeoutMs: 20000 },
+    { headers: { 'idempotency-key': 'cancel-me-2' } },
+  );
+  await sleep(100);
+  assert.deepEqual((await cancel('cancel-me-2')).body, { ok: true, cancelled: true });
+  assert.equal((await waiting).status, 504);
+});

@@ -1,0 +1,421 @@
+//! The MCP endpoint of `agent-worker serve`: `/mcp`, Streamable HTTP on rmcp, for voice
+//! platforms that take their tools from an MCP server (LiveKit Agents, OpenAI Realtime, Vapi,
+//! ElevenLabs, Pipecat). It serves the 2025-11-25 handshake (with sessions) and the stateless
+//! 2026-07-28 revision.
+//!
+//! It is a view of the same functions as the HTTP agent API ([`crate::agent_api`]):
+//! `tools/list` is [`Worker::offer`], `tools/call` is [`Worker::agent_call`]. Every request
+//! carries the agent secret as a Bearer credential (checked by [`guard`], a layer in front of
+//! the MCP service, so even `initialize` is refused without it) and the tab's key in
+//! `X-Voice-Agent-Key`; the handler reads the key from each request's headers and never keeps
+//! it as session state. A session learns of its key's mode changes by following the session's
+//! mode ([`crate::sessions::Sessions::follow_mode`]) and tells its client
+//! `notifications/tools/list_changed`.
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header, request::Parts};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use relay_wire::Fp;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Extensions,
+    Implementation, InitializeRequestParams, InitializeResult, JsonObject, ListPromptsResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    SubscriptionFilter, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::OfferedTool;
+use crate::agent_api::routing_key;
+use crate::client::ToolError;
+use crate::webhooks::ServeState;
+
+/// Largest JSON-RPC message accepted on `/mcp`.
+const MAX_MESSAGE_BYTES: usize = 256 * 1024;
+
+/// Who may reach `/mcp` from where: the `Host` headers accepted (rmcp refuses others with 403,
+/// against DNS rebinding) and the browser origins accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpConfig {
+    /// Hosts (`name` or `name:port`) accepted in `Host`; empty accepts any.
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host[:port]`, `:*` for any port) accepted when a request carries
+    /// `Origin`; `None` accepts any. `Some(vec![])` refuses every request that carries one:
+    /// the voice platforms call from servers, which send no `Origin`.
+    pub allowed_origins: Option<Vec<String>>,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig {
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            allowed_origins: Some(Vec::new()),
+        }
+    }
+}
+
+/// The `/mcp` service: the credential and key check in front of rmcp's Streamable HTTP
+/// service. `shutdown` ends every MCP session and stream (a server stopping gracefully would
+/// otherwise wait for the clients' open streams).
+pub fn service(
+    state: Arc<ServeState>,
+    config: &McpConfig,
+    shutdown: CancellationToken,
+) -> axum::routing::Router {
+    let mut http = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(config.allowed_hosts.clone())
+        .with_cancellation_token(shutdown)
+        .with_max_request_body_bytes(MAX_MESSAGE_BYTES);
+    http = match &config.allowed_origins {
+        None => http.disable_allowed_origins(),
+        Some(origins) => http
+            .with_allowed_origins(origins.clone())
+            .enforce_origin_validation(),
+    };
+    let handler_state = state.clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(Handler::new(handler_state.clone())),
+        Arc::new(LocalSessionManager::default()),
+        http,
+    );
+    axum::routing::Router::new()
+        .fallback_service(mcp)
+        .layer(middleware::from_fn_with_state(state, guard))
+}
+
+/// Refuses, before the MCP service sees it, a request without one of the agent secrets (401)
+/// or without a well-formed `X-Voice-Agent-Key` (400). Both answers are JSON-RPC errors, which
+/// MCP clients show with their message.
+async fn guard(State(state): State<Arc<ServeState>>, request: Request, next: Next) -> Response {
+    if !state.agent_authorized(request.headers()) {
+        let mut response = refusal(
+            request,
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong agent secret (Authorization: Bearer <agent secret>)",
+        )
+        .await;
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return response;
+    }
+    if let Err(message) = routing_key(request.headers()) {
+        return refusal(request, StatusCode::BAD_REQUEST, message).await;
+    }
+    next.run(request).await
+}
+
+/// JSON-RPC "invalid request".
+const INVALID_REQUEST: i32 = -32600;
+
+/// A JSON-RPC error answering the request's message (its `id` when the body has one).
+async fn refusal(request: Request, status: StatusCode, message: &str) -> Response {
+    let id = request_id(request.into_body()).await;
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": INVALID_REQUEST, "message": message},
+    });
+    (status, axum::Json(body)).into_response()
+}
+
+/// The `id` of a JSON-RPC request body, or null.
+async fn request_id(body: Body) -> Value {
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await else {
+        return Value::Null;
+    };
+    serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| v.get("id").cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// The key of the request whose HTTP parts rmcp put in `extensions`.
+fn key_of(extensions: &Extensions) -> Result<String, McpError> {
+    let parts = extensions
+        .get::<Parts>()
+        .ok_or_else(|| McpError::internal_error("the request's HTTP headers are missing", None))?;
+    routing_key(&parts.headers).map_err(|m| McpError::invalid_request(m, None))
+}
+
+/// One MCP server instance: one per MCP session (2025-11-25) or per request (stateless).
+pub struct Handler {
+    state: Arc<ServeState>,
+    following: Mutex<Option<Following>>,
+}
+
+/// The mode a session follows, and the task announcing its changes (stopped when replaced or
+/// when the handler, and with it the MCP session, goes).
+struct Following {
+    mode: watch::Receiver<String>,
+    _stop: DropGuard,
+}
+
+impl Handler {
+    pub fn new(state: Arc<ServeState>) -> Self {
+        Handler {
+            state,
+            following: Mutex::new(None),
+        }
+    }
+
+    /// In an MCP session (a request with `Mcp-Session-Id`), follows the mode of `key`'s session
+    /// and announces each change to the client. A later request with another key moves the
+    /// follower to that key's session.
+    fn follow(&self, extensions: &Extensions, peer: &Peer<RoleServer>, key: &str) {
+        let in_session = extensions
+            .get::<Parts>()
+            .is_some_and(|p| p.headers.contains_key("mcp-session-id"));
+        if !in_session {
+            return;
+        }
+        let Some(mode) = self.state.worker.sessions.follow_mode(key) else {
+            return;
+        };
+        let mut following = self.following.lock().unwrap_or_else(|p| p.into_inner());
+        if following
+            .as_ref()
+            .is_some_and(|f| f.mode.same_channel(&mode) && f.mode.has_changed().is_ok())
+        {
+            return;
+        }
+        let stop = CancellationToken::new();
+        tokio::spawn(announce(
+            mode.clone(),
+            peer.clone(),
+            stop.clone(),
+            relay_wire::fingerprint(key),
+        ));
+        *following = Some(Following {
+            mode,
+            _stop: stop.drop_guard(),
+        });
+    }
+
+    fn tool(&self, offered: OfferedTool) -> Tool {
+        let mut tool = Tool::new(
+            offered.name,
+            offered.description,
+            object(offered.parameters),
+        );
+        if let Some(output) = offered.output_schema {
+            tool = tool.with_raw_output_schema(object(output));
+        }
+        tool
+    }
+}
+
+fn object(schema: Value) -> Arc<JsonObject> {
+    Arc::new(match schema {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    })
+}
+
+/// Tells the client of an MCP session that its tool list changed, each time the followed
+/// session's mode changes, until the session closes or `stop` fires.
+async fn announce(
+    mut mode: watch::Receiver<String>,
+    peer: Peer<RoleServer>,
+    stop: CancellationToken,
+    key_fp: String,
+) {
+    mode.mark_unchanged();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            changed = mode.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let now = mode.borrow_and_update().clone();
+                tracing::debug!(key = %key_fp, mode = %now, "announcing a changed tool list");
+                if peer.notify_tool_list_changed().await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The result of a tool that answered: JSON text, and `structuredContent` when the tool
+/// declares an output schema that the answer matches.
+fn answered(output_schema: Option<&Value>, tool: &str, result: Value) -> CallToolResult {
+    match output_schema {
+        Some(schema) if result.is_object() => {
+            if jsonschema::is_valid(schema, &result) {
+                CallToolResult::structured(result)
+            } else {
+                failed(&ToolError::new(
+                    "bad_response",
+                    format!("the screen's answer to {tool} does not have the declared shape"),
+                ))
+            }
+        }
+        _ => CallToolResult::success(vec![ContentBlock::text(result.to_string())]),
+    }
+}
+
+fn failed(error: &ToolError) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(error.speech())])
+}
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "agent-worker",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(
+            "UI tools for the user's screen in a voice session. The tools change with the \
+             conversation's phase (enter_<phase> tools move it); each failure comes back as a \
+             sentence you can say.",
+        )
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        // The session's current phase instructions, when the key is known (it always is past
+        // the guard).
+        if let Ok(key) = key_of(&context.extensions) {
+            result.instructions = Some(self.state.worker.offer(&key).instructions);
+        }
+        Ok(result)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Ok(key) = key_of(&context.extensions) {
+            self.follow(&context.extensions, &context.peer, &key);
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let key = key_of(&context.extensions)?;
+        let offer = self.state.worker.offer(&key);
+        self.follow(&context.extensions, &context.peer, &key);
+        Ok(ListToolsResult::with_all_items(
+            offer.tools.into_iter().map(|t| self.tool(t)).collect(),
+        ))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        // Without a request there is no key, hence no mode: any tool the worker could offer.
+        self.state.worker.offerable(name).map(|t| self.tool(t))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let key = key_of(&context.extensions)?;
+        self.follow(&context.extensions, &context.peer, &key);
+        let name: Cow<'_, str> = request.name;
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let worker = &self.state.worker;
+        let started = tokio::time::Instant::now();
+        // A client's cancellation (or a stateless request whose connection went) drops the
+        // call: the relay client then cancels it at the relay, and the tab is told.
+        let outcome = tokio::select! {
+            outcome = worker.agent_call(&key, &name, &args) => outcome,
+            _ = context.ct.cancelled() => {
+                let cancelled = ToolError::new("cancelled", "the MCP client cancelled the call");
+                worker.sessions.record(&key, &name, started.elapsed(), &Err(cancelled));
+                tracing::info!(key = %Fp(&key), tool = %name, "MCP tool call cancelled by the client");
+                return Err(McpError::invalid_request("the call was cancelled", None));
+            }
+        };
+        match outcome.result {
+            Ok(result) => {
+                let schema = worker
+                    .registry
+                    .get(&name)
+                    .and_then(|s| s.output_schema.as_ref());
+                Ok(answered(schema, &name, result).into())
+            }
+            Err(e) if e.code == "unknown_tool" => Err(McpError::invalid_params(
+                format!("unknown tool: {name}"),
+                Some(json!({"tool": name})),
+            )),
+            Err(e) => Ok(failed(&e).into()),
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Err(McpError::method_not_found::<
+            rmcp::model::ListPromptsRequestMethod,
+        >())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Err(McpError::method_not_found::<
+            rmcp::model::ListResourcesRequestMethod,
+        >())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    /// 2026-07-28 clients (no sessions) hear of a changed tool list on a
+    /// `subscriptions/listen` stream: it follows the mode of the request's key.
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        let key = key_of(&subscription.request_context().extensions)?;
+        // Listening before any other request opens the session, as `tools/list` would.
+        let _ = self.state.worker.offer(&key);
+        let Some(mut mode) = self.state.worker.sessions.follow_mode(&key) else {
+            return Ok(());
+        };
+        mode.mark_unchanged();
+        loop {
+            tokio::select! {
+                _ = subscription.cancelled() => return Ok(()),
+                changed = mode.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    mode.borrow_and_update();
+                    if subscription.sink().notify_tool_list_changed().await.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
