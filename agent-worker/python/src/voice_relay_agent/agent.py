@@ -1,0 +1,247 @@
+"""The agent: a LiveKit Agents worker that gives the model the worker's UI tools.
+
+In each room it joins: connect, wait for the user's tab (a participant whose metadata holds
+a valid ``va_`` key), fetch that session's mode from the agent worker, and run an
+``AgentSession`` linked to that participant whose tools are the mode's UI tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from livekit import rtc
+from livekit.agents import (
+    Agent,
+    AgentServer,
+    AgentSession,
+    CloseEvent,
+    InterruptionOptions,
+    JobContext,
+    JobExecutorType,
+    JobProcess,
+    TurnHandlingOptions,
+    llm,
+    room_io,
+    stt,
+    tts,
+    vad,
+)
+
+from . import config
+from .client import CallOutcome, ToolOffer, WorkerClient, WorkerError
+from .keys import fingerprint, wait_for_keyed_participant
+from .tools import UiTools, compose_instructions
+
+logger = logging.getLogger("voice_relay_agent")
+
+#: What the first reply is asked to do once the user is in the room.
+GREETING_INSTRUCTIONS = "Greet the user in one short sentence and offer your help."
+
+#: Attempts (one second apart) to fetch the session's tools before going on without them.
+TOOL_FETCH_ATTEMPTS = 3
+
+#: Exit status for a configuration that stops the agent (as the relay's check-config).
+EXIT_CONFIG = 64
+
+
+class VoiceRelayAgent(Agent):
+    """An ``Agent`` whose instructions and tools are the session mode's, from the worker."""
+
+    def __init__(self, ui: UiTools, offer: ToolOffer) -> None:
+        super().__init__(instructions=compose_instructions(offer), tools=[ui.toolset])
+        self.ui = ui
+        ui.bind(self)
+
+
+@dataclass
+class Pipeline:
+    """The models of a session. ``llm`` is required; the others may be absent."""
+
+    llm: llm.LLM[Any]
+    stt: stt.STT[Any] | None = None
+    tts: tts.TTS[Any] | None = None
+    vad: vad.VAD | None = None
+
+
+@dataclass
+class Hooks:
+    """Observers of a session, for embedding and tests; all optional.
+
+    ``on_key`` gets the key's fingerprint (never the key); ``on_user`` the user participant
+    once found; ``on_session`` the session right after it started.
+    """
+
+    on_key: Callable[[str], None] | None = None
+    on_tool: Callable[[CallOutcome], None] | None = None
+    on_user: Callable[[rtc.RemoteParticipant], None] | None = None
+    on_session: Callable[[AgentSession[Any]], Awaitable[None] | None] | None = None
+    greeting: str | None = field(default=GREETING_INSTRUCTIONS)
+
+
+def local_turn_handling(pipeline: Pipeline) -> TurnHandlingOptions:
+    """Turns ended by the local VAD (no STT: by typed text only); interruptions by the VAD.
+
+    Named explicitly: LiveKit Agents' defaults reach for LiveKit Cloud's turn detector and
+    adaptive interruption models, which a self-hosted deployment does not have.
+    """
+    return TurnHandlingOptions(
+        turn_detection="vad" if pipeline.vad is not None else "manual",
+        interruption=InterruptionOptions(mode="vad"),
+    )
+
+
+async def fetch_offer(ui: UiTools) -> ToolOffer:
+    """The session's tools, after a few attempts; an empty offer if the worker stays silent."""
+    for attempt in range(1, TOOL_FETCH_ATTEMPTS + 1):
+        try:
+            return await ui.refresh()
+        except WorkerError as e:
+            logger.error(
+                "cannot fetch the tools from the agent worker (attempt %d of %d): %s",
+                attempt,
+                TOOL_FETCH_ATTEMPTS,
+                e,
+            )
+            if attempt < TOOL_FETCH_ATTEMPTS:
+                await asyncio.sleep(1.0)
+    logger.error("going on without UI tools: the agent can talk but not act in the tab")
+    return ui.offer
+
+
+async def run_session(
+    ctx: JobContext,
+    settings: config.Settings,
+    pipeline: Pipeline,
+    hooks: Hooks | None = None,
+) -> AgentSession[Any]:
+    """Joins the job's room and runs the agent for the first user with a key."""
+    hooks = hooks or Hooks()
+    await ctx.connect()
+    participant, key = await wait_for_keyed_participant(ctx.room)
+    fp = fingerprint(key)
+    logger.info("user %s joined with key %s", participant.identity, fp, extra={"key": fp})
+    if hooks.on_key is not None:
+        hooks.on_key(fp)
+    if hooks.on_user is not None:
+        hooks.on_user(participant)
+
+    client = WorkerClient(settings.worker_url, settings.agent_secret, key)
+    ctx.add_shutdown_callback(client.aclose)
+    ui = UiTools(client, on_tool=hooks.on_tool)
+    offer = await fetch_offer(ui)
+    agent = VoiceRelayAgent(ui, offer)
+
+    options: dict[str, Any] = {
+        "llm": pipeline.llm,
+        "max_tool_steps": settings.max_tool_steps,
+        "turn_handling": local_turn_handling(pipeline),
+    }
+    if pipeline.stt is not None:
+        options["stt"] = pipeline.stt
+    if pipeline.tts is not None:
+        options["tts"] = pipeline.tts
+    if pipeline.vad is not None:
+        options["vad"] = pipeline.vad
+    session: AgentSession[Any] = AgentSession(**options)
+
+    @session.on("close")
+    def _closed(ev: CloseEvent) -> None:
+        # The agent serves one user: when their session ends, the job ends (and leaves).
+        ctx.shutdown(reason=f"session closed ({ev.reason})")
+
+    await session.start(
+        agent,
+        room=ctx.room,
+        room_options=room_io.RoomOptions(
+            participant_identity=participant.identity,
+            audio_output=pipeline.tts is not None,
+        ),
+    )
+    if hooks.on_session is not None:
+        waited = hooks.on_session(session)
+        if waited is not None:
+            await waited
+    if settings.greet and hooks.greeting is not None:
+        session.generate_reply(instructions=hooks.greeting)
+    return session
+
+
+def build_server(
+    settings: config.Settings,
+    session_entrypoint: Callable[[JobContext], Awaitable[None]],
+    *,
+    setup: Callable[[JobProcess], Any] | None = None,
+) -> AgentServer:
+    """An ``AgentServer`` dispatched into every new room (empty agent name).
+
+    Jobs run in threads of this process by default (``AGENT_JOB_EXECUTOR=thread``): one
+    process, no per-job interpreter start; ``process`` isolates each job instead.
+    """
+    executor = (
+        JobExecutorType.THREAD if settings.job_executor == "thread" else JobExecutorType.PROCESS
+    )
+    kwargs: dict[str, Any] = {
+        "job_executor_type": executor,
+        "num_idle_processes": settings.idle_processes,
+        "setup_fnc": setup,
+    }
+    if settings.load_threshold is not None:
+        kwargs["load_threshold"] = (
+            math.inf if settings.load_threshold >= 1000 else settings.load_threshold
+        )
+    if settings.http_port is not None:
+        kwargs["port"] = settings.http_port
+    if settings.drain_timeout_s is not None:
+        kwargs["drain_timeout"] = settings.drain_timeout_s
+    server = AgentServer(**kwargs)
+    server.rtc_session(session_entrypoint, agent_name="")
+    return server
+
+
+RUN_COMMANDS = ("start", "dev", "connect", "console")
+
+
+def check(argv: Sequence[str], *, require_llm: bool = True) -> tuple[config.Settings, list[str]]:
+    """Settings for the command in ``argv``; prints what is missing and exits when fatal."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    try:
+        settings, notes = config.load(require_llm=require_llm)
+        problems = config.livekit_problems(os.environ, argv)
+        if command in ("start", "dev", "connect") and problems:
+            raise config.ConfigError(problems)
+    except config.ConfigError as e:
+        for problem in e.problems:
+            print(f"voice-relay-agent: {problem}", file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG) from None
+    return settings, notes
+
+
+def placeholder_settings() -> config.Settings:
+    """Settings for commands that run no agent (``--help``, ``download-files``)."""
+    return config.Settings(
+        worker_url=config.DEFAULT_WORKER_URL,
+        agent_secret="",
+        llm=config.Endpoint(model=""),
+        stt=None,
+        tts=None,
+    )
+
+
+def describe(settings: config.Settings, notes: Sequence[str]) -> None:
+    """One line per model (configured or not), on stderr."""
+    print(f"voice-relay-agent: worker at {settings.worker_url}", file=sys.stderr)
+    if settings.llm.model:
+        print(f"voice-relay-agent: LLM {settings.llm.describe()}", file=sys.stderr)
+    if settings.stt is not None:
+        print(f"voice-relay-agent: STT {settings.stt.describe()}", file=sys.stderr)
+    if settings.tts is not None:
+        print(f"voice-relay-agent: TTS {settings.tts.describe()}", file=sys.stderr)
+    for note in notes:
+        print(f"voice-relay-agent: {note}", file=sys.stderr)

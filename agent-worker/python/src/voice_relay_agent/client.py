@@ -1,0 +1,414 @@
+"""A typed async client of the agent worker's agent API.
+
+``GET /agent/tools`` gives the instructions and UI tools of the session's current mode;
+``POST /agent/tools/{name}`` runs one (through the relay to the tab, or a mode change).
+Every request carries ``Authorization: Bearer <agent secret>`` and the tab's key in
+``X-Voice-Agent-Key``. The client holds no global state: make one per key (or share one
+``httpx.AsyncClient`` between several through ``http=``).
+
+Two kinds of failure, kept apart:
+
+- the API call itself fails (wrong secret, malformed key, worker unreachable, no answer in
+  time): the method raises a :class:`WorkerError` subclass;
+- the tool ran and failed (tab offline, the user's tab answered with an error, invalid
+  arguments): :meth:`WorkerClient.call_tool` returns a :class:`CallOutcome` whose ``error``
+  holds the same typed error as a value, with a message a model can speak.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from types import TracebackType
+from typing import Any, ClassVar, Self
+from urllib.parse import quote
+
+import httpx
+
+from .keys import fingerprint, is_api_key
+
+#: Header that carries the tab's routing key on every agent API request.
+KEY_HEADER = "X-Voice-Agent-Key"
+
+#: The relay's default call timeout, used for a tool whose ``timeoutMs`` is ``null``.
+DEFAULT_CALL_TIMEOUT_MS = 15_000
+
+#: What an HTTP request may take beyond the call's own timeout (worker retries, transit).
+DEFAULT_MARGIN_S = 10.0
+
+
+class ErrorCode(StrEnum):
+    """Error codes of the relay (first block) and of the worker (second block)."""
+
+    INVALID_REQUEST = "invalid_request"
+    UNAUTHORIZED = "unauthorized"
+    UNKNOWN_KEY = "unknown_key"
+    TAB_OFFLINE = "tab_offline"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    RATE_LIMITED = "rate_limited"
+    TOOL_FAILED = "tool_failed"
+    NO_HANDLER = "no_handler"
+    SHUTTING_DOWN = "shutting_down"
+    UNAVAILABLE = "unavailable"
+    TIMEOUT = "timeout"
+
+    INVALID_ARGUMENTS = "invalid_arguments"
+    UNKNOWN_TOOL = "unknown_tool"
+    TOOL_NOT_ALLOWED = "tool_not_allowed"
+
+
+class WorkerError(Exception):
+    """A failure reported by the worker (or reaching it), with its code and message.
+
+    ``code`` is an :class:`ErrorCode` when the code is known, else the raw string, so a
+    newer worker's codes still come through. ``message`` is a sentence a model can speak.
+    """
+
+    default_code: ClassVar[ErrorCode | None] = None
+
+    def __init__(self, code: ErrorCode | str, message: str, *, status: int | None = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code: ErrorCode | str = code
+        self.message = message
+        self.status = status
+
+    def to_json(self) -> dict[str, str]:
+        return {"code": str(self.code), "message": self.message}
+
+
+class InvalidRequest(WorkerError):
+    default_code = ErrorCode.INVALID_REQUEST
+
+
+class Unauthorized(WorkerError):
+    default_code = ErrorCode.UNAUTHORIZED
+
+
+class UnknownKey(WorkerError):
+    default_code = ErrorCode.UNKNOWN_KEY
+
+
+class TabOffline(WorkerError):
+    default_code = ErrorCode.TAB_OFFLINE
+
+
+class PayloadTooLarge(WorkerError):
+    default_code = ErrorCode.PAYLOAD_TOO_LARGE
+
+
+class RateLimited(WorkerError):
+    default_code = ErrorCode.RATE_LIMITED
+
+
+class ToolFailed(WorkerError):
+    default_code = ErrorCode.TOOL_FAILED
+
+
+class NoHandler(WorkerError):
+    default_code = ErrorCode.NO_HANDLER
+
+
+class ShuttingDown(WorkerError):
+    default_code = ErrorCode.SHUTTING_DOWN
+
+
+class Unavailable(WorkerError):
+    """The worker (or the relay behind it) cannot serve now, or cannot be reached."""
+
+    default_code = ErrorCode.UNAVAILABLE
+
+
+class CallTimeout(WorkerError):
+    """The call (or the HTTP request carrying it) ran out of time."""
+
+    default_code = ErrorCode.TIMEOUT
+
+
+class InvalidArguments(WorkerError):
+    default_code = ErrorCode.INVALID_ARGUMENTS
+
+
+class UnknownTool(WorkerError):
+    default_code = ErrorCode.UNKNOWN_TOOL
+
+
+class ToolNotAllowed(WorkerError):
+    default_code = ErrorCode.TOOL_NOT_ALLOWED
+
+
+_BY_CODE: dict[str, type[WorkerError]] = {
+    cls.default_code.value: cls
+    for cls in (
+        InvalidRequest,
+        Unauthorized,
+        UnknownKey,
+        TabOffline,
+        PayloadTooLarge,
+        RateLimited,
+        ToolFailed,
+        NoHandler,
+        ShuttingDown,
+        Unavailable,
+        CallTimeout,
+        InvalidArguments,
+        UnknownTool,
+        ToolNotAllowed,
+    )
+    if cls.default_code is not None
+}
+
+
+def error_from(code: str, message: str, *, status: int | None = None) -> WorkerError:
+    """The typed error for ``code`` (a plain :class:`WorkerError` for an unknown code)."""
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        return WorkerError(code, message, status=status)
+    assert cls.default_code is not None
+    return cls(cls.default_code, message, status=status)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool as the worker offers it (the schema is the worker registry's, verbatim)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    await_result: bool
+    timeout_ms: int | None
+
+    @property
+    def is_mode_change(self) -> bool:
+        return self.name.startswith("enter_")
+
+    def raw_schema(self) -> dict[str, Any]:
+        """``{"name", "description", "parameters"}`` for an LLM function definition."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ToolSpec:
+        name = data.get("name")
+        parameters = data.get("parameters")
+        if not isinstance(name, str) or not name:
+            raise ValueError("a tool without a name")
+        if not isinstance(parameters, dict):
+            raise ValueError(f"tool {name}: parameters is not a JSON Schema object")
+        output_schema = data.get("outputSchema")
+        timeout_ms = data.get("timeoutMs")
+        return cls(
+            name=name,
+            description=str(data.get("description") or ""),
+            parameters=parameters,
+            output_schema=output_schema if isinstance(output_schema, dict) else None,
+            await_result=bool(data.get("awaitResult", False)),
+            timeout_ms=int(timeout_ms) if isinstance(timeout_ms, int | float) else None,
+        )
+
+
+@dataclass(frozen=True)
+class ToolOffer:
+    """The session's current mode: its instructions and its tools."""
+
+    mode: str
+    instructions: str
+    tools: tuple[ToolSpec, ...]
+
+    def tool(self, name: str) -> ToolSpec | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    @classmethod
+    def from_json(cls, data: Any) -> ToolOffer:
+        if not isinstance(data, dict):
+            raise ValueError("the tool offer is not a JSON object")
+        tools = data.get("tools")
+        if not isinstance(tools, list):
+            raise ValueError("the tool offer has no tools list")
+        return cls(
+            mode=str(data.get("mode") or ""),
+            instructions=str(data.get("instructions") or ""),
+            tools=tuple(ToolSpec.from_json(t) for t in tools if isinstance(t, dict)),
+        )
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """What one tool call came to: a result or an error value, and the mode after it."""
+
+    name: str
+    ok: bool
+    result: Any
+    error: WorkerError | None
+    mode: str
+    mode_changed: bool
+    #: When the call was sent and when its answer (or failure) came, in Unix seconds.
+    started_at: float | None = None
+    ended_at: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"name": self.name, "ok": self.ok}
+        if self.ok:
+            body["result"] = self.result
+        elif self.error is not None:
+            body["error"] = self.error.to_json()
+        body["mode"] = self.mode
+        body["modeChanged"] = self.mode_changed
+        return body
+
+
+def parse_error_body(status: int, body: Any) -> WorkerError:
+    """The typed error of a non-200 answer (``{"ok":false,"error":{"code","message"}}``)."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("code"), str):
+        return error_from(error["code"], str(error.get("message") or ""), status=status)
+    fallback = {
+        400: ErrorCode.INVALID_REQUEST,
+        401: ErrorCode.UNAUTHORIZED,
+        404: ErrorCode.UNKNOWN_KEY,
+        413: ErrorCode.PAYLOAD_TOO_LARGE,
+        429: ErrorCode.RATE_LIMITED,
+        503: ErrorCode.UNAVAILABLE,
+        504: ErrorCode.TIMEOUT,
+    }.get(status, ErrorCode.UNAVAILABLE)
+    return error_from(fallback, f"the agent worker answered HTTP {status}", status=status)
+
+
+def parse_call_body(name: str, body: Any) -> CallOutcome:
+    """The outcome in a 200 answer of ``POST /agent/tools/{name}``."""
+    if not isinstance(body, dict) or not isinstance(body.get("ok"), bool):
+        raise Unavailable(ErrorCode.UNAVAILABLE, "the agent worker sent an unreadable answer")
+    mode = str(body.get("mode") or "")
+    mode_changed = bool(body.get("modeChanged", False))
+    if body["ok"]:
+        return CallOutcome(name, True, body.get("result"), None, mode, mode_changed)
+    error = body.get("error")
+    if isinstance(error, dict) and isinstance(error.get("code"), str):
+        err = error_from(error["code"], str(error.get("message") or ""), status=200)
+    else:
+        err = ToolFailed(ErrorCode.TOOL_FAILED, f"The {name} tool failed.", status=200)
+    return CallOutcome(name, False, None, err, mode, mode_changed)
+
+
+class WorkerClient:
+    """The agent API for one tab's key.
+
+    ``timeout_ms`` of a tool sets the HTTP timeout of its call: that time plus ``margin_s``
+    (``DEFAULT_CALL_TIMEOUT_MS`` when the tool has none). Use as an async context manager,
+    or call :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        secret: str,
+        key: str,
+        *,
+        http: httpx.AsyncClient | None = None,
+        list_timeout_s: float = 10.0,
+        margin_s: float = DEFAULT_MARGIN_S,
+        default_call_timeout_ms: int = DEFAULT_CALL_TIMEOUT_MS,
+    ) -> None:
+        if not is_api_key(key):
+            raise ValueError("key is not a routing key (va_ and 64 lowercase hex characters)")
+        if not secret:
+            raise ValueError("the agent secret is empty")
+        self._base = base_url.rstrip("/")
+        self._headers = {
+            "Authorization": f"Bearer {secret}",
+            KEY_HEADER: key,
+            "Accept": "application/json",
+        }
+        self._owns_http = http is None
+        self._http = http or httpx.AsyncClient()
+        self._list_timeout = list_timeout_s
+        self._margin = margin_s
+        self._default_call_timeout_ms = default_call_timeout_ms
+        self.key_fingerprint = fingerprint(key)
+
+    def __repr__(self) -> str:
+        return f"WorkerClient({self._base!r}, key={self.key_fingerprint})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    def call_timeout_s(self, spec: ToolSpec | None) -> float:
+        """The HTTP timeout of a call to ``spec``: its own timeout plus the margin."""
+        timeout_ms = spec.timeout_ms if spec is not None else None
+        if timeout_ms is None:
+            timeout_ms = self._default_call_timeout_ms
+        return timeout_ms / 1000.0 + self._margin
+
+    async def list_tools(self) -> ToolOffer:
+        """The current mode's instructions and tools."""
+        response = await self._request("GET", "/agent/tools", None, self._list_timeout)
+        body = _json_body(response)
+        if response.status_code != 200:
+            raise parse_error_body(response.status_code, body)
+        try:
+            return ToolOffer.from_json(body)
+        except ValueError as e:
+            raise Unavailable(
+                ErrorCode.UNAVAILABLE, f"the agent worker sent an unreadable tool list ({e})"
+            ) from e
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        spec: ToolSpec | None = None,
+        timeout_s: float | None = None,
+    ) -> CallOutcome:
+        """Runs tool ``name``; a tool failure comes back in the outcome, not as an exception.
+
+        ``spec`` (the tool as offered) sets the timeout; ``timeout_s`` overrides it.
+        """
+        timeout = timeout_s if timeout_s is not None else self.call_timeout_s(spec)
+        path = "/agent/tools/" + quote(name, safe="")
+        response = await self._request("POST", path, dict(arguments or {}), timeout)
+        body = _json_body(response)
+        if response.status_code != 200:
+            raise parse_error_body(response.status_code, body)
+        return parse_call_body(name, body)
+
+    async def _request(
+        self, method: str, path: str, body: dict[str, Any] | None, timeout_s: float
+    ) -> httpx.Response:
+        try:
+            return await self._http.request(
+                method,
+                self._base + path,
+                headers=self._headers
+                if body is None
+                else {**self._headers, "Content-Type": "application/json"},
+                content=None if body is None else json.dumps(body).encode("utf-8"),
+                timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)),
+            )
+        except httpx.TimeoutException as e:
+            raise CallTimeout(ErrorCode.TIMEOUT, "The agent worker did not answer in time.") from e
+        except httpx.HTTPError as e:
+            raise Unavailable(
+                ErrorCode.UNAVAILABLE,
+                f"The agent worker cannot be reached ({type(e).__name__}).",
+            ) from e
+
+
+def _json_body(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None

@@ -1,0 +1,280 @@
+"""Configuration from the environment, checked as a whole before the agent starts.
+
+:func:`load` returns the settings and one line per piece that is not configured (what the
+agent cannot do without it), or raises :class:`ConfigError` listing every problem that
+stops it from starting. Nothing falls back to a fake or scripted model.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+DEFAULT_WORKER_URL = "http://127.0.0.1:3002"
+
+#: Models used against api.openai.com when no model is named. A custom base URL needs one.
+OPENAI_LLM_MODEL = "gpt-4.1-mini"
+OPENAI_STT_MODEL = "gpt-4o-mini-transcribe"
+OPENAI_TTS_MODEL = "gpt-4o-mini-tts"
+OPENAI_TTS_VOICE = "ash"
+
+#: Sent as the API key to an OpenAI-compatible server configured without one (local
+#: servers ignore it; the OpenAI client library refuses to run without any key).
+NO_API_KEY = "not-set"
+
+JobExecutor = Literal["thread", "process"]
+
+
+class ConfigError(Exception):
+    """Configuration that stops the agent from starting; ``problems`` has one line each."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An OpenAI-compatible model: where, which model, with which key."""
+
+    model: str
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+
+    def describe(self) -> str:
+        return f"{self.model} at {self.base_url or 'api.openai.com'}"
+
+
+@dataclass(frozen=True)
+class EspeakSettings:
+    program: str = "espeak-ng"
+    voice: str = "en"
+    words_per_minute: int = 170
+
+    def describe(self) -> str:
+        return f"espeak-ng voice {self.voice} ({self.program})"
+
+
+@dataclass(frozen=True)
+class Settings:
+    worker_url: str
+    agent_secret: str = field(repr=False)
+    llm: Endpoint
+    stt: Endpoint | None
+    tts: Endpoint | EspeakSettings | None
+    tts_voice: str = OPENAI_TTS_VOICE
+    stt_language: str = "en"
+    greet: bool = True
+    max_tool_steps: int = 6
+    job_executor: JobExecutor = "thread"
+    idle_processes: int = 1
+    load_threshold: float | None = None
+    http_port: int | None = None
+    drain_timeout_s: int | None = None
+
+
+def _get(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name)
+    if value is None:
+        return None
+    value = value.strip()
+    return value or None
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool, problems: list[str]) -> bool:
+    value = _get(env, name)
+    if value is None:
+        return default
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    problems.append(f"{name}={value!r} is not a boolean (use 1 or 0)")
+    return default
+
+
+def _int(
+    env: Mapping[str, str], name: str, default: int, lo: int, hi: int, problems: list[str]
+) -> int:
+    value = _get(env, name)
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = lo - 1
+    if not lo <= number <= hi:
+        problems.append(f"{name}={value!r} must be an integer from {lo} to {hi}")
+        return default
+    return number
+
+
+def _endpoint(
+    env: Mapping[str, str],
+    prefix: str,
+    default_model: str,
+    problems: list[str],
+) -> Endpoint | None:
+    """An endpoint from ``<prefix>_BASE_URL``/``_MODEL``/``_API_KEY`` (or ``OPENAI_API_KEY``).
+
+    ``None`` when nothing names one: neither a base URL, a model, nor an API key.
+    """
+    base_url = _get(env, f"{prefix}_BASE_URL")
+    model = _get(env, f"{prefix}_MODEL")
+    api_key = _get(env, f"{prefix}_API_KEY") or _get(env, "OPENAI_API_KEY")
+    if base_url is None and model is None and api_key is None:
+        return None
+    if base_url is not None:
+        if not base_url.startswith(("http://", "https://")):
+            problems.append(f"{prefix}_BASE_URL={base_url!r} is not an http(s) URL")
+            return None
+        if model is None:
+            problems.append(f"{prefix}_MODEL is required with {prefix}_BASE_URL={base_url}")
+            return None
+        return Endpoint(model=model, base_url=base_url, api_key=api_key or NO_API_KEY)
+    if api_key is None:
+        problems.append(
+            f"{prefix}_MODEL={model} names no endpoint: set {prefix}_BASE_URL for an "
+            "OpenAI-compatible server, or OPENAI_API_KEY for OpenAI"
+        )
+        return None
+    return Endpoint(model=model or default_model, api_key=api_key)
+
+
+def livekit_problems(env: Mapping[str, str], argv: Sequence[str] = ()) -> list[str]:
+    """What is missing to reach the LiveKit server (LiveKit's own variable names).
+
+    A value given as a command-line option (``--url``, ``--api-key``, ``--api-secret``)
+    counts as set.
+    """
+    problems = []
+    for name, flag in (
+        ("LIVEKIT_URL", "--url"),
+        ("LIVEKIT_API_KEY", "--api-key"),
+        ("LIVEKIT_API_SECRET", "--api-secret"),
+    ):
+        if _get(env, name) is None and not any(a == flag or a.startswith(flag + "=") for a in argv):
+            problems.append(f"{name} is not set: the agent cannot join LiveKit rooms")
+    return problems
+
+
+def load(
+    env: Mapping[str, str] | None = None,
+    *,
+    require_llm: bool = True,
+) -> tuple[Settings, list[str]]:
+    """Settings from ``env`` (default ``os.environ``) and the notes on what is missing.
+
+    Raises :class:`ConfigError` with every problem found: a missing agent secret, a
+    missing LLM (unless ``require_llm`` is false: a caller that brings its own model),
+    malformed values.
+    """
+    env = os.environ if env is None else env
+    problems: list[str] = []
+    notes: list[str] = []
+
+    worker_url = _get(env, "WORKER_URL") or DEFAULT_WORKER_URL
+    if not worker_url.startswith(("http://", "https://")):
+        problems.append(f"WORKER_URL={worker_url!r} is not an http(s) URL")
+
+    secrets = [s.strip() for s in (_get(env, "RELAY_AGENT_SECRET") or "").split(",") if s.strip()]
+    if not secrets:
+        problems.append(
+            "RELAY_AGENT_SECRET is not set: the agent cannot use the worker's tools "
+            "(use the same value as the relay and the worker)"
+        )
+
+    llm = _endpoint(env, "AGENT_LLM", OPENAI_LLM_MODEL, problems)
+    if llm is None and require_llm:
+        problems.append(
+            "no LLM: set AGENT_LLM_BASE_URL and AGENT_LLM_MODEL (an OpenAI-compatible "
+            "server, AGENT_LLM_API_KEY if it needs one) or OPENAI_API_KEY; without a model "
+            "the agent cannot decide anything, so it does not start"
+        )
+
+    stt: Endpoint | None = None
+    stt_kind = (_get(env, "AGENT_STT") or "openai").lower()
+    if stt_kind == "openai":
+        stt = _endpoint(env, "AGENT_STT", OPENAI_STT_MODEL, problems)
+        if stt is None:
+            notes.append(
+                "no STT (set AGENT_STT_BASE_URL and AGENT_STT_MODEL, or OPENAI_API_KEY): "
+                "the agent cannot hear the user; it greets and answers text typed in the room"
+            )
+    elif stt_kind == "none":
+        notes.append("AGENT_STT=none: the agent cannot hear the user; it answers typed text only")
+    else:
+        problems.append(f"AGENT_STT={stt_kind!r} is not one of openai, none")
+
+    tts: Endpoint | EspeakSettings | None = None
+    tts_kind = _get(env, "AGENT_TTS")
+    tts_kind = tts_kind.lower() if tts_kind else None
+    if tts_kind == "espeak":
+        program = _get(env, "AGENT_ESPEAK_BIN") or "espeak-ng"
+        if shutil.which(program) is None:
+            problems.append(
+                f"AGENT_TTS=espeak but {program} is not installed or not on PATH "
+                "(apt-get install espeak-ng)"
+            )
+        tts = EspeakSettings(
+            program=program,
+            voice=_get(env, "AGENT_ESPEAK_VOICE") or "en",
+            words_per_minute=_int(env, "AGENT_ESPEAK_WPM", 170, 80, 450, problems),
+        )
+    elif tts_kind in (None, "openai"):
+        tts = _endpoint(env, "AGENT_TTS", OPENAI_TTS_MODEL, problems)
+        if tts is None:
+            notes.append(
+                "no TTS (set AGENT_TTS=espeak, or AGENT_TTS_BASE_URL and AGENT_TTS_MODEL, or "
+                "OPENAI_API_KEY): the agent cannot speak; its replies reach the room as text only"
+            )
+    elif tts_kind == "none":
+        notes.append("AGENT_TTS=none: the agent cannot speak; its replies reach the room as text")
+    else:
+        problems.append(f"AGENT_TTS={tts_kind!r} is not one of espeak, openai, none")
+
+    executor = (_get(env, "AGENT_JOB_EXECUTOR") or "thread").lower()
+    if executor not in ("thread", "process"):
+        problems.append(f"AGENT_JOB_EXECUTOR={executor!r} is not one of thread, process")
+        executor = "thread"
+
+    load_threshold: float | None = None
+    raw_threshold = _get(env, "AGENT_LOAD_THRESHOLD")
+    if raw_threshold is not None:
+        try:
+            load_threshold = float(raw_threshold)
+        except ValueError:
+            load_threshold = math.nan
+        if math.isnan(load_threshold) or load_threshold <= 0:
+            problems.append(f"AGENT_LOAD_THRESHOLD={raw_threshold!r} must be a positive number")
+            load_threshold = None
+
+    raw_port = _get(env, "AGENT_HTTP_PORT")
+    http_port = _int(env, "AGENT_HTTP_PORT", 0, 0, 65535, problems) if raw_port else None
+
+    raw_drain = _get(env, "AGENT_DRAIN_TIMEOUT")
+    drain_timeout_s = _int(env, "AGENT_DRAIN_TIMEOUT", 0, 0, 86400, problems) if raw_drain else None
+
+    settings = Settings(
+        worker_url=worker_url,
+        agent_secret=secrets[0] if secrets else "",
+        llm=llm or Endpoint(model=""),
+        stt=stt,
+        tts=tts,
+        tts_voice=_get(env, "AGENT_TTS_VOICE") or OPENAI_TTS_VOICE,
+        stt_language=_get(env, "AGENT_STT_LANGUAGE") or "en",
+        greet=_flag(env, "AGENT_GREETING", True, problems),
+        max_tool_steps=_int(env, "AGENT_MAX_TOOL_STEPS", 6, 1, 50, problems),
+        job_executor="process" if executor == "process" else "thread",
+        idle_processes=_int(env, "AGENT_IDLE_PROCESSES", 1, 0, 16, problems),
+        load_threshold=load_threshold,
+        http_port=http_port,
+        drain_timeout_s=drain_timeout_s,
+    )
+    if problems:
+        raise ConfigError(problems)
+    return settings, notes

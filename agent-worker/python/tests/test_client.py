@@ -1,0 +1,119 @@
+"""The worker client's typed errors and answers, without a network."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from voice_relay_agent import client as c
+
+KEY = "va_" + "ab" * 32
+
+
+def test_every_code_has_its_error_type() -> None:
+    for code in c.ErrorCode:
+        err = c.error_from(code.value, "A sentence.", status=409)
+        assert type(err) is not c.WorkerError
+        assert err.code == code
+        assert err.message == "A sentence."
+        assert err.status == 409
+        assert err.to_json() == {"code": code.value, "message": "A sentence."}
+    newer = c.error_from("brand_new_code", "Something new.")
+    assert type(newer) is c.WorkerError and newer.code == "brand_new_code"
+    assert isinstance(c.error_from("tab_offline", "x"), c.TabOffline)
+    assert isinstance(c.error_from("timeout", "x"), c.CallTimeout)
+    assert isinstance(c.error_from("tool_not_allowed", "x"), c.ToolNotAllowed)
+
+
+def test_call_answers() -> None:
+    ok = c.parse_call_body(
+        "draw_card",
+        {"ok": True, "result": {"cardId": "x"}, "mode": "spread", "modeChanged": False},
+    )
+    assert ok.ok and ok.result == {"cardId": "x"} and ok.error is None and ok.mode == "spread"
+    failed = c.parse_call_body(
+        "OpenPopover",
+        {
+            "ok": False,
+            "error": {"code": "tab_offline", "message": "The user's tab is offline."},
+            "mode": "default",
+            "modeChanged": False,
+        },
+    )
+    assert not failed.ok and isinstance(failed.error, c.TabOffline)
+    assert failed.to_json()["error"] == {
+        "code": "tab_offline",
+        "message": "The user's tab is offline.",
+    }
+    changed = c.parse_call_body(
+        "enter_spread",
+        {"ok": True, "result": {"mode": "spread"}, "mode": "spread", "modeChanged": True},
+    )
+    assert changed.mode_changed
+    with pytest.raises(c.Unavailable):
+        c.parse_call_body("x", "<html>")
+
+
+def test_error_answers() -> None:
+    body = {"ok": False, "error": {"code": "unauthorized", "message": "wrong secret"}}
+    assert isinstance(c.parse_error_body(401, body), c.Unauthorized)
+    assert isinstance(c.parse_error_body(400, None), c.InvalidRequest)
+    assert isinstance(c.parse_error_body(502, "bad gateway"), c.Unavailable)
+
+
+def test_offer() -> None:
+    offer = c.ToolOffer.from_json(
+        {
+            "mode": "default",
+            "instructions": "Be brief.",
+            "tools": [
+                {
+                    "name": "show_thing",
+                    "description": "Shows a thing.",
+                    "parameters": {"type": "object", "properties": {}},
+                    "outputSchema": None,
+                    "awaitResult": True,
+                    "timeoutMs": 2500,
+                }
+            ],
+        }
+    )
+    spec = offer.tool("show_thing")
+    assert spec is not None and spec.await_result and spec.timeout_ms == 2500
+    assert offer.tool("nope") is None
+    with pytest.raises(ValueError):
+        c.ToolOffer.from_json({"mode": "x"})
+
+
+async def test_timeouts_follow_the_tool() -> None:
+    async with c.WorkerClient("http://127.0.0.1:9", "s" * 20, KEY, margin_s=2.0) as wc:
+        spec = c.ToolSpec("t", "", {}, None, True, 120_000)
+        assert wc.call_timeout_s(spec) == 122.0
+        assert wc.call_timeout_s(None) == c.DEFAULT_CALL_TIMEOUT_MS / 1000 + 2.0
+        assert KEY not in repr(wc)
+
+
+def test_bad_key_or_secret_refused() -> None:
+    with pytest.raises(ValueError):
+        c.WorkerClient("http://127.0.0.1:9", "secret", KEY.upper())
+    with pytest.raises(ValueError):
+        c.WorkerClient("http://127.0.0.1:9", "", KEY)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+async def test_unreachable_worker_is_unavailable() -> None:
+    async with c.WorkerClient(f"http://127.0.0.1:{closed_port()}", "s" * 20, KEY) as wc:
+        async with asyncio.timeout(10):
+            with pytest.raises(c.Unavailable) as e:
+                await wc.list_tools()
+            assert "cannot be reached" in e.value.message
+            with pytest.raises(c.Unavailable):
+                await wc.call_tool("OpenPopover", {})
