@@ -115,10 +115,12 @@ build_release() {
   fi
 }
 
+# Waits until `url` answers 2xx (0.1 s a try); gives up early when process `pid` (if given) ends.
 wait_ready() {
-  local url="$1" tries="${2:-100}"
+  local url="$1" tries="${2:-100}" pid="${3:-}"
   while (( tries-- > 0 )); do
     if curl -fsS "$url" >/dev/null 2>&1; then return 0; fi
+    if [[ -n "$pid" ]] && ! kill -0 "$pid" 2>/dev/null; then return 1; fi
     sleep 0.1
   done
   return 1
@@ -140,7 +142,7 @@ start_proc() {
   fi
   nohup "$@" >>"$RUN_DIR/$name.log" 2>&1 &
   echo $! >"$RUN_DIR/$name.pid"
-  if ! wait_ready "http://$addr$(health_path "$name")" "${READY_TRIES:-100}"; then
+  if ! wait_ready "http://$addr$(health_path "$name")" "${READY_TRIES:-100}" "$(cat "$RUN_DIR/$name.pid")"; then
     tail -n 20 "$RUN_DIR/$name.log" >&2 || true
     say "manage.sh: $name did not become ready; see $RUN_DIR/$name.log" >&2
     stop_pid "$name" >/dev/null
@@ -256,7 +258,30 @@ start_livekit() {
   return 0
 }
 
+# Starts the reference voice agent (agent-worker/python) with the model settings from .env; it
+# refuses (and says what is missing) when they are incomplete.
+start_agent() {
+  ensure_venv
+  if livekit_local && ! pid_alive "$RUN_DIR/livekit.pid"; then
+    say "agent: NOT STARTED: no LiveKit server runs here for it to join"
+    return 0
+  fi
+  # Its first start loads LiveKit Agents and its plugins: allow it up to 60 s.
+  if ! WORKER_URL="${WORKER_URL:-http://$(worker_addr)}" AGENT_HTTP_PORT="${AGENT_HTTP_PORT:-8081}" READY_TRIES=600 \
+      start_proc agent "$VENV/bin/python" -m voice_relay_agent start; then
+    say "agent: NOT STARTED: see the reasons above; its models are set in $ENV_FILE (agent-worker/python/README.md)"
+  fi
+  return 0
+}
+
 cmd_start() {
+  local with_agent=0 arg
+  for arg in "$@"; do
+    case "$arg" in
+      --agent) with_agent=1 ;;
+      *) die "start: unknown option $arg (only --agent)" ;;
+    esac
+  done
   mkdir -p "$RUN_DIR"
   ensure_env
   need curl "Install curl (apt-get install -y curl)."
@@ -270,6 +295,7 @@ cmd_start() {
   start_proc relay "$RELAY_BIN" || die "the relay did not start"
   WORKER_STATE_FILE="${WORKER_STATE_FILE:-$RUN_DIR/worker-sessions.json}" \
     start_proc worker "$WORKER_BIN" serve || die "the worker did not start"
+  ((with_agent)) && start_agent
   local addr; addr="$(relay_addr)"
   say ""
   say "demo page:  http://$addr/  (press Ctrl+K or the headset button to start a session)"
@@ -405,7 +431,7 @@ ensure_venv() {
   fi
   if [[ ! -f "$VENV/.installed" || "$pkg/pyproject.toml" -nt "$VENV/.installed" ]]; then
     say "installing the Python agent package and its pinned dependencies into $VENV…"
-    "$VENV/bin/pip" install -q --disable-pip-version-check --cache-dir "$TOOLS_DIR/pip-cache" -e "$pkg[dev]"
+    "$VENV/bin/pip" install -q --disable-pip-version-check --cache-dir "$TOOLS_DIR/pip-cache" -e "$pkg[dev,mcp]"
     touch "$VENV/.installed"
   fi
 }
@@ -507,7 +533,8 @@ cmd_bench() {
 usage() {
   cat <<EOF
 usage: scripts/manage.sh <command>
-  start            build what is missing, create .env, start the relay, wait until ready
+  start [--agent]  build what is missing, create .env, start LiveKit, the relay and the worker
+                   (and the reference voice agent with --agent), wait until ready
   stop             stop what start started (SIGTERM, bounded wait, then kill)
   restart          stop, then start
   status           show what runs, its pid, address and readiness
