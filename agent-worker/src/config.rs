@@ -107,7 +107,8 @@ pub struct ServeArgs {
     #[arg(long, env = "WORKER_MCP_ALLOWED_HOSTS")]
     pub mcp_allowed_hosts: Option<String>,
     /// Browser origins the MCP endpoint accepts, comma-separated (`https://host[:port]`, `:*`
-    /// for any port; `*` for any origin). Default: none, a request carrying `Origin` is refused.
+    /// for any port; `*` for any origin). Default: pages on localhost, 127.0.0.1 and [::1];
+    /// requests without `Origin` (servers) always pass.
     #[arg(long, env = "WORKER_MCP_ALLOWED_ORIGINS")]
     pub mcp_allowed_origins: Option<String>,
 }
