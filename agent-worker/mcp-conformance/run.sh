@@ -80,7 +80,7 @@ wait_for() {
 
 env -i PATH="$PATH" RUST_LOG=info LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET="$livekit_secret" \
   RELAY_AGENT_SECRET="$agent_secret" RELAY_ADDR=127.0.0.1:0 LIVEKIT_URL=ws://127.0.0.1:7880 \
-  "$relay_bin" >"$out/relay.log" 2>&1 &
+  RELAY_TOKEN_MODE=open "$relay_bin" >"$out/relay.log" 2>&1 &
 pids+=($!)
 relay=$(wait_for "$out/relay.log" 'relay listening on http://[0-9.:]+' relay | sed 's/.* on //')
 

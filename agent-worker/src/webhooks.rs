@@ -389,7 +389,15 @@ pub async fn serve(
     state: Arc<ServeState>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
     let stop = state.shutdown.clone();
+    // Small writes go out at once: an MCP answer streamed as SSE ends with a chunk of its own,
+    // which Nagle's algorithm would otherwise hold until the client's delayed ACK (~40 ms).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!(cause = %err, "TCP_NODELAY not set");
+        }
+    });
     axum::serve(listener, router(state))
         .with_graceful_shutdown(async move {
             shutdown.await;

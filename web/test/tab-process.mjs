@@ -6,7 +6,7 @@
 // anything else with {"ok":true}; a draw_card whose positionLabel is "Hold" is left unanswered
 // (for cancellation tests). Exits when its standard input closes.
 //
-//   node web/test/tab-process.mjs http://127.0.0.1:3001
+//   [RELAY_TOKEN_ISSUER_SECRET=…] node web/test/tab-process.mjs http://127.0.0.1:3001
 
 import { io } from 'socket.io-client';
 
@@ -20,9 +20,11 @@ if (!relayUrl) {
 
 const print = (value) => process.stdout.write(`${JSON.stringify(value)}\n`);
 
+// A relay that issues tokens only to the app's backend takes its issuer secret.
+const issuer = process.env.RELAY_TOKEN_ISSUER_SECRET;
 const res = await fetch(`${relayUrl}/token`, {
   method: 'POST',
-  headers: { 'content-type': 'application/json' },
+  headers: { 'content-type': 'application/json', ...(issuer ? { authorization: `Bearer ${issuer}` } : {}) },
   body: '{}',
   signal: AbortSignal.timeout(10000),
 });
