@@ -58,6 +58,17 @@ export interface ClientEvents {
 export interface ClientOptions {
   /** The relay's base URL; the page's own origin by default. */
   relayUrl?: string;
+  /**
+   * Where the token is fetched (POST, JSON body `{participantName, roomName}`, answer
+   * `TokenInfo`); `<relayUrl>/token` by default. Point it at your own backend to have tokens
+   * asked for there, for the users it signed in.
+   */
+  tokenUrl?: string;
+  /**
+   * Extra headers for the token request, e.g. `{ authorization: 'Bearer <session JWT>' }` for a
+   * relay that issues tokens to the app's signed-in users; a function is called for every fetch.
+   */
+  tokenHeaders?: HeadersInit | (() => HeadersInit | Promise<HeadersInit>);
   participantName?: string;
   roomName?: string;
   /** Socket.IO transports, WebSocket first by default. */
@@ -104,6 +115,8 @@ export class VoiceRelayClient {
   private tokenInfo: TokenInfo | null = null;
   private currentState: ConnectionState = 'idle';
   private reconnectTimer: ReturnType<typeof setTimeout> | null = null;
+  /** Set while `start()` runs up to the first bind or refusal; `stop()` aborts it. */
+  private starting: AbortController | null = null;
 
   constructor(options: ClientOptions = {}) {
     this.opts = { transports: ['websocket', 'polling'], tokenTimeoutMs: 10000, ...options };
@@ -149,11 +162,23 @@ export class VoiceRelayClient {
     return (this.opts.relayUrl ?? globalThis.location?.origin ?? '').replace(/\/$/, '');
   }
 
-  /** Gets a token and binds this tab; resolves with the token once bound. */
+  /**
+   * Gets a token and binds this tab; resolves with the token once bound. `stop()` before that
+   * rejects it with an `AbortError` and leaves nothing connected.
+   */
   async start(): Promise<TokenInfo> {
-    if (this.socket) throw new Error('already started');
+    if (this.socket || this.starting) throw new Error('already started');
+    const starting = new AbortController();
+    this.starting = starting;
     this.setState('fetching-token');
-    const token = await this.fetchToken();
+    let token: TokenInfo;
+    try {
+      token = await this.fetchToken(starting.signal);
+    } catch (err) {
+      if (this.starting === starting) this.starting = null;
+      throw err;
+    }
+    if (starting.signal.aborted) throw starting.signal.reason;
     this.tokenInfo = token;
     this.setState('connecting');
     const socket = io(this.relayUrl(), {
@@ -188,10 +213,21 @@ export class VoiceRelayClient {
 
     return new Promise<TokenInfo>((resolve, reject) => {
       let first = true;
+      const settle = () => {
+        first = false;
+        if (this.starting === starting) this.starting = null;
+        starting.signal.removeEventListener('abort', onStop);
+      };
+      const onStop = () => {
+        if (!first) return;
+        settle();
+        reject(starting.signal.reason);
+      };
+      starting.signal.addEventListener('abort', onStop);
       socket.on('connect', () => {
         this.setState('bound');
         if (first) {
-          first = false;
+          settle();
           resolve(token);
         }
       });
@@ -212,7 +248,7 @@ export class VoiceRelayClient {
           return;
         }
         if (first) {
-          first = false;
+          settle();
           reject(Object.assign(new Error(err.message), { code }));
         }
       });
@@ -227,8 +263,11 @@ export class VoiceRelayClient {
     }, ms);
   }
 
-  /** Disconnects and aborts every running handler. */
+  /** Disconnects and aborts every running handler (and a `start()` still under way). */
   stop(): void {
+    const starting = this.starting;
+    this.starting = null;
+    starting?.abort(new DOMException('stopped', 'AbortError'));
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     this.reconnectTimer = null;
     this.abortAll('stopped');
@@ -237,14 +276,19 @@ export class VoiceRelayClient {
     this.socket = null;
   }
 
-  private async fetchToken(): Promise<TokenInfo> {
+  private async fetchToken(stopped: AbortSignal): Promise<TokenInfo> {
     const f = this.opts.fetch ?? fetch;
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), this.opts.tokenTimeoutMs);
+    const onStop = () => controller.abort(stopped.reason);
+    stopped.addEventListener('abort', onStop);
     try {
-      const res = await f(`${this.relayUrl()}/token`, {
+      const extra = typeof this.opts.tokenHeaders === 'function' ? await this.opts.tokenHeaders() : this.opts.tokenHeaders;
+      const headers = new Headers(extra);
+      headers.set('content-type', 'application/json');
+      const res = await f(this.opts.tokenUrl ?? `${this.relayUrl()}/token`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers,
         body: JSON.stringify({ participantName: this.opts.participantName, roomName: this.opts.roomName }),
         signal: controller.signal,
       });
@@ -255,10 +299,12 @@ export class VoiceRelayClient {
       }
       return body as TokenInfo;
     } catch (err) {
+      if (stopped.aborted) throw stopped.reason;
       if (this.currentState !== 'error') this.setState('error', (err as Error).message);
       throw err;
     } finally {
       clearTimeout(timer);
+      stopped.removeEventListener('abort', onStop);
     }
   }
 
