@@ -493,6 +493,13 @@ cmd_test() {
       TEST_LOG_DIR="$ROOT/test-logs" CHROMIUM_PATH="$chromium" VA_TOOLS_DIR="$TOOLS_DIR" \
       "$ROOT/scripts/netns.sh" node --test --test-reporter=spec test/voice/) 2>&1 | tee "$out/voice.txt" || rc=$?
   fi
+  say "== MCP conformance (the official suite against the worker's /mcp, baseline in agent-worker/mcp-conformance)"
+  (RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" TEST_LOG_DIR="$ROOT/test-logs" \
+    "$ROOT/agent-worker/mcp-conformance/run.sh") 2>&1 | tee "$out/mcp.txt" || { rc=1; printf 'ℹ fail 1\n' >>"$out/mcp.txt"; }
+  grep -q '^ℹ fail' "$out/mcp.txt" || printf 'ℹ pass 1\nℹ fail 0\n' >>"$out/mcp.txt"
+  say "== soak, one minute (tabs churning while agents call, one node and three on Redis)"
+  (node "$ROOT/scripts/soak.mjs" --minutes 0.5 --nodes both --bin "$ROOT/target/debug/relay") 2>&1 | tee "$out/soak.txt" || rc=1
+  if grep -q '^soak: passed' "$out/soak.txt"; then printf 'ℹ pass 1\nℹ fail 0\n' >>"$out/soak.txt"; else printf 'ℹ fail 1\n' >>"$out/soak.txt"; fi
   # Alone, after the rest: it builds release binaries, which would slow the timed tests above.
   say "== operations test (scripts/manage.sh on a fresh copy of the tree)"
   (cd "$ROOT/web" && node --test --test-reporter=spec test/ops/) 2>&1 | tee "$out/ops.txt" || rc=$?
@@ -504,10 +511,10 @@ cmd_test() {
   pp=$(tail -n 1 "$out/py.txt" | grep -oE '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
   pf=$(tail -n 1 "$out/py.txt" | grep -oE '[0-9]+ (failed|error|errors)' | awk '{s+=$1} END {print s+0}')
   ((pp + pf > 0)) || pf=$((pf + 1))
-  np=$(cat "$out/node.txt" "$out/voice.txt" "$out/ops.txt" | grep -oE '^ℹ pass [0-9]+' | awk '{s+=$3} END {print s+0}')
-  nf=$(cat "$out/node.txt" "$out/voice.txt" "$out/ops.txt" | grep -oE '^ℹ fail [0-9]+' | awk '{s+=$3} END {print s+0}')
+  np=$(cat "$out"/{node,voice,mcp,soak,ops}.txt | grep -oE '^ℹ pass [0-9]+' | awk '{s+=$3} END {print s+0}')
+  nf=$(cat "$out"/{node,voice,mcp,soak,ops}.txt | grep -oE '^ℹ fail [0-9]+' | awk '{s+=$3} END {print s+0}')
   # No summary at all means a runner died before reporting: count that as a failure.
-  for f in node voice ops; do
+  for f in node voice mcp soak ops; do
     grep -qE '^ℹ fail' "$out/$f.txt" || nf=$((nf + 1))
   done
   rm -rf "$out"
@@ -520,6 +527,15 @@ cmd_bench() {
   need cargo "Install Rust (rustup) first."
   need node "Install Node.js 20 or newer."
   cd "$ROOT"
+  if [[ "${1:-}" == --soak ]]; then
+    local minutes="${2:-10}"
+    [[ "$minutes" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "bench --soak takes a number of minutes"
+    say "building the release relay…"
+    cargo build --release -p relay
+    web_deps
+    node "$ROOT/scripts/soak.mjs" --minutes "$minutes" --nodes both
+    return
+  fi
   say "building release binaries (relay, loadgen)…"
   cargo build --release -p relay -p relay-bench
   if [[ ! -d "$ROOT/relay/bench/reference/node_modules" ]]; then
@@ -541,6 +557,7 @@ usage: scripts/manage.sh <command>
   logs [relay|worker|livekit|agent]  follow a log
   test             run every test (format, lints, Rust tests, protocol and browser tests)
   bench [--quick]  run the benchmark (relay against the Node reference design); see scripts/bench.mjs
+  bench --soak M   soak for M minutes on one node and on three (churning tabs, every call outcome)
   check            validate the configuration without starting anything
 EOF
 }
