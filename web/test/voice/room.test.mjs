@@ -211,6 +211,13 @@ after(async () => {
 
 test('the page joins the room: relay bound, voice connected, the worker opens the session from LiveKit\'s webhook', async () => {
   await waitFor('the agent to register with LiveKit', 60000, async () => /registered worker/i.test(execFileSync('cat', [agent.logPath]).toString()), 250);
+  // When the popover appears, by the page's own clock (the agent's is the same machine's).
+  await page.evaluate(() => {
+    const el = document.getElementById('popover');
+    new MutationObserver(() => {
+      if (!el.hidden && !window.popoverShownAt) window.popoverShownAt = Date.now();
+    }).observe(el, { attributes: true, childList: true, characterData: true, subtree: true });
+  });
   const pressed = Date.now();
   await page.keyboard.press('Control+k');
   await page.waitForSelector('#connection[data-state="bound"]', { timeout: 10000 });
@@ -233,7 +240,7 @@ test('the agent joins, reads the key from the user\'s metadata, and its OpenPopo
   assert.equal(keyEvent.fp, fp(apiKey), 'the agent read the user participant\'s key');
   await page.waitForSelector('#participants li[data-agent="true"]', { timeout: 20000 });
   await page.waitForSelector('#popover:not([hidden])', { timeout: 30000 });
-  const shownAt = Date.now();
+  const shownAt = await page.evaluate(() => window.popoverShownAt);
   assert.equal(await page.textContent('#popover'), 'Hello from the agent');
   const call = await agentEvent((e) => e.event === 'tool' && e.name === 'OpenPopover', 10000, 'the OpenPopover outcome');
   assert.equal(call.ok, true, JSON.stringify(call));
