@@ -1,6 +1,37 @@
 //! The typed relay client: one `reqwest::Client`, per-call timeouts, retries on transport
 //! failures that reuse one `Idempotency-Key` (so a retry can never emit a tool call twice), and
 //! every failure as a [`ToolError`] value that can be handed to an LLM.
+//!
+//! ```no_run
+//! use agent_worker::client::{CallOptions, ClientConfig, RelayClient};
+//! use relay_wire::Secret;
+//! use serde_json::json;
+//!
+//! # async fn example() -> Result<(), agent_worker::client::ToolError> {
+//! let secret = Secret::new(std::env::var("RELAY_AGENT_SECRET").unwrap_or_default());
+//! let relay = RelayClient::new(ClientConfig::new("http://127.0.0.1:3001", secret))?;
+//! let key = "va_…"; // the tab's key, from the user participant's metadata
+//!
+//! // Wait for the user's pick (up to two minutes).
+//! let options = CallOptions {
+//!     await_result: true,
+//!     timeout_ms: Some(120_000),
+//!     ..CallOptions::default()
+//! };
+//! let params = json!({"positionLabel": "Past", "promptRole": "What led here"});
+//! match relay.call(key, "draw_card", Some(&params), &options).await {
+//!     Ok(ok) => println!("picked: {}", ok.result.unwrap_or_default()),
+//!     Err(e) if e.is(relay_wire::ErrorCode::TabOffline) => println!("no tab came back"),
+//!     Err(e) => println!("say: {}", e.speech()),
+//! }
+//!
+//! // Is the tab there? Revoke its key when the session ends.
+//! let status = relay.key_state(key).await?;
+//! relay.revoke(key).await?;
+//! # let _ = status;
+//! # Ok(())
+//! # }
+//! ```
 
 use std::time::Duration;
 
@@ -21,6 +52,19 @@ const SHORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A failure of a tool call, as a value. `code` is a relay error code (the SPEC's table) or one
 /// of the worker's own (`invalid_arguments`, `unknown_tool`, `tool_not_allowed`,
 /// `relay_unreachable`, `bad_response`).
+///
+/// ```
+/// use agent_worker::client::ToolError;
+/// use serde_json::json;
+///
+/// let e = ToolError::new("tab_offline", "no tab came back within 15000 ms");
+/// assert_eq!(
+///     e.to_llm_value(),
+///     json!({"ok": false, "error": {"code": "tab_offline", "message": "no tab came back within 15000 ms"}})
+/// );
+/// assert_eq!(e.to_line(), "tab_offline: no tab came back within 15000 ms");
+/// assert!(e.speech().starts_with("The user's screen is not connected right now"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ToolError {
@@ -146,12 +190,15 @@ impl ClientConfig {
     }
 }
 
+/// The relay's HTTP API for agents: tool calls, cancel, key state and revoke, with the agent
+/// secret. Cheap to clone (one connection pool shared by the clones).
 #[derive(Clone)]
 pub struct RelayClient {
     http: reqwest::Client,
     config: ClientConfig,
 }
 
+/// A fresh `Idempotency-Key` (`aw-` and 32 hex digits), for a caller that retries on its own.
 pub fn new_idempotency_key() -> String {
     let mut b = [0u8; 16];
     rand::rng().fill_bytes(&mut b);

@@ -6,6 +6,48 @@
 //! [`agent_api`] and the MCP endpoint [`mcp`], both views of [`Worker::offer`] and
 //! [`Worker::agent_call`]). It never speaks Socket.IO: tabs are reached only through the relay's
 //! HTTP API.
+//!
+//! # As a library
+//!
+//! A voice pipeline written in Rust reaches the user's tab through a [`Worker`] (the session's
+//! mode decides which tools it may call, arguments are checked against the tool's schema before
+//! anything is sent, and each call is logged), or directly through a [`client::RelayClient`]
+//! and a [`tools::Registry`] of its own. What an agent is offered in a session's current mode:
+//!
+//! ```
+//! use agent_worker::Worker;
+//! use agent_worker::client::{ClientConfig, RelayClient};
+//! use relay_wire::Secret;
+//!
+//! let secret = Secret::new("the relay's agent secret (RELAY_AGENT_SECRET)");
+//! let relay = RelayClient::new(ClientConfig::new("http://127.0.0.1:3001", secret))?;
+//! let worker = Worker::new(relay); // the shipped tools and modes
+//!
+//! // The tab's key, read from the user participant's LiveKit metadata.
+//! let key = "va_2222222222222222222222222222222222222222222222222222222222222222";
+//! let offer = worker.offer(key);
+//! assert_eq!(offer.mode, "default");
+//! let names: Vec<&str> = offer.tools.iter().map(|t| t.name.as_str()).collect();
+//! assert!(names.contains(&"OpenPopover"));
+//! assert!(names.contains(&"enter_spread"), "a mode change is a tool too");
+//! # Ok::<(), agent_worker::client::ToolError>(())
+//! ```
+//!
+//! One call the agent made, and its failure as a sentence the voice model can say:
+//!
+//! ```no_run
+//! # use agent_worker::Worker;
+//! # use serde_json::json;
+//! # async fn example(worker: &Worker, key: &str) {
+//! let outcome = worker
+//!     .agent_call(key, "OpenPopover", &json!({"message": "Here is your reading"}))
+//!     .await;
+//! match outcome.result {
+//!     Ok(result) => println!("shown: {result}"),
+//!     Err(error) => println!("say: {}", error.speech()),
+//! }
+//! # }
+//! ```
 
 pub mod agent_api;
 pub mod client;

@@ -1,6 +1,41 @@
 //! The tool registry: each tool's name, description, JSON Schema for its parameters, whether the
 //! agent waits for the tab's answer, and the session modes that may use it. Arguments are
 //! validated here, before anything is sent to the relay.
+//!
+//! ```
+//! use agent_worker::tools::{Registry, ToolSpec};
+//! use serde_json::json;
+//!
+//! let mut tools = Registry::default();
+//! tools
+//!     .register(ToolSpec {
+//!         name: "show_price".into(),
+//!         description: "Show a price tag in the user's browser.".into(),
+//!         parameters: json!({
+//!             "type": "object",
+//!             "properties": {"amount": {"type": "number", "minimum": 0}},
+//!             "required": ["amount"],
+//!             "additionalProperties": false
+//!         }),
+//!         await_result: false,
+//!         timeout_ms: None,
+//!         modes: vec!["default".into()],
+//!         output_schema: None,
+//!     })
+//!     .expect("a valid name and schema");
+//!
+//! assert!(tools.validate("show_price", &json!({"amount": 12})).is_ok());
+//! let wrong = tools.validate("show_price", &json!({"amount": "twelve"})).unwrap_err();
+//! assert_eq!(wrong.code, "invalid_arguments");
+//! assert_eq!(tools.validate("nope", &json!({})).unwrap_err().code, "unknown_tool");
+//!
+//! // The same tools as OpenAI / Vapi function definitions for a mode.
+//! let defs = tools.function_definitions("default");
+//! assert_eq!(defs[0]["function"]["name"], "show_price");
+//! ```
+//!
+//! [`Registry::invoke`] validates and sends in one step; `agent_worker::toolsets::registry()`
+//! is the registry of the shipped tools.
 
 use std::collections::BTreeMap;
 
