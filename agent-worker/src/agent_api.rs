@@ -85,7 +85,26 @@ async fn call_tool(
             }
         }
     };
-    let outcome = state.worker.agent_call(&key, &name, &args).await;
+    // A caller's retry key travels to the relay: a retried call is emitted once.
+    let idempotency_key = match headers.get(headers::IDEMPOTENCY_KEY) {
+        None => None,
+        Some(v) => match v.to_str().map(str::trim) {
+            Ok(k) if !k.is_empty() && k.len() <= 128 && k.bytes().all(|b| b.is_ascii_graphic()) => {
+                Some(k.to_owned())
+            }
+            _ => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request",
+                    "Idempotency-Key must be 1 to 128 visible ASCII characters",
+                );
+            }
+        },
+    };
+    let outcome = state
+        .worker
+        .agent_call_with(&key, &name, &args, idempotency_key)
+        .await;
     let body = match outcome.result {
         Ok(result) => json!({"ok": true, "result": result}),
         Err(e) => json!({"ok": false, "error": {"code": e.code, "message": e.speech()}}),

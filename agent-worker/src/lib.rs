@@ -89,9 +89,25 @@ impl Worker {
     /// Runs one tool call for `key`: the session's mode allows it, the arguments match the
     /// schema (nothing is sent otherwise), the relay delivers it. Logged in the session log.
     pub async fn run_tool(&self, key: &str, tool: &str, args: &Value) -> Result<Value, ToolError> {
+        self.run_tool_with(key, tool, args, None).await
+    }
+
+    /// [`Worker::run_tool`] with the caller's `Idempotency-Key` (a retry of the same call gets
+    /// its first outcome; see [`Registry::invoke_with`]).
+    pub async fn run_tool_with(
+        &self,
+        key: &str,
+        tool: &str,
+        args: &Value,
+        idempotency_key: Option<String>,
+    ) -> Result<Value, ToolError> {
         let started = Instant::now();
         let outcome = match self.sessions.check(key, &self.registry, tool) {
-            Ok(()) => self.registry.invoke(&self.client, key, tool, args).await,
+            Ok(()) => {
+                self.registry
+                    .invoke_with(&self.client, key, tool, args, idempotency_key)
+                    .await
+            }
             Err(e) => Err(e),
         };
         let summary = outcome.as_ref().map(|_| ()).map_err(Clone::clone);
@@ -209,11 +225,22 @@ impl Worker {
     /// Runs one tool an agent called for `key`: a mode change of the session's current mode,
     /// or a UI tool through [`Worker::run_tool`].
     pub async fn agent_call(&self, key: &str, tool: &str, args: &Value) -> AgentOutcome {
+        self.agent_call_with(key, tool, args, None).await
+    }
+
+    /// [`Worker::agent_call`] with the caller's `Idempotency-Key` for a UI tool.
+    pub async fn agent_call_with(
+        &self,
+        key: &str,
+        tool: &str,
+        args: &Value,
+        idempotency_key: Option<String>,
+    ) -> AgentOutcome {
         let before = self.agent_mode(key);
         let result = if tool.starts_with(modes::ENTER_PREFIX) && self.registry.get(tool).is_none() {
             self.change_mode(key, tool, args)
         } else {
-            self.run_tool(key, tool, args).await
+            self.run_tool_with(key, tool, args, idempotency_key).await
         };
         let mode = self.agent_mode(key);
         AgentOutcome {

@@ -168,11 +168,24 @@ impl Registry {
         name: &str,
         args: &Value,
     ) -> Result<Value, ToolError> {
+        self.invoke_with(client, api_key, name, args, None).await
+    }
+
+    /// [`Registry::invoke`] with the caller's `Idempotency-Key`: a caller that retries with the
+    /// same key gets the first call's outcome, and the tab gets the call once.
+    pub async fn invoke_with(
+        &self,
+        client: &RelayClient,
+        api_key: &str,
+        name: &str,
+        args: &Value,
+        idempotency_key: Option<String>,
+    ) -> Result<Value, ToolError> {
         let spec = self.validate(name, args)?;
         let options = CallOptions {
             await_result: spec.await_result,
             timeout_ms: spec.timeout_ms,
-            idempotency_key: None,
+            idempotency_key,
         };
         let ok = client.call(api_key, name, Some(args), &options).await?;
         Ok(match ok.result {

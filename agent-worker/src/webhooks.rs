@@ -360,7 +360,14 @@ async fn vapi_webhook(
                 "the call carries no relay key in call.metadata.apiKey",
             )),
             (_, Err(e)) => Err(ToolError::new("invalid_arguments", e)),
-            (Some(key), Ok(args)) => state.worker.run_tool(key, &call.name, &args).await,
+            // Vapi's tool-call id names the call: a redelivered webhook emits nothing twice.
+            (Some(key), Ok(args)) => {
+                let idempotency_key = (!call.id.is_empty()).then(|| format!("vapi-{}", call.id));
+                state
+                    .worker
+                    .run_tool_with(key, &call.name, &args, idempotency_key)
+                    .await
+            }
         };
         results.push(match outcome {
             Ok(value) => json!({"toolCallId": call.id, "result": single_line(&value.to_string())}),

@@ -121,3 +121,26 @@ async def test_text_session_speaks_failures_and_follows_modes(
     messages = [ev.item for ev in result.events if isinstance(ev.item, llm.ChatMessage)]
     assert messages and messages[-1].text_content == "Done."
     assert key not in caplog.text
+
+
+async def test_a_retry_with_the_same_idempotency_key_gets_the_first_outcome(stack: Stack) -> None:
+    """The worker passes the caller's Idempotency-Key to the relay: the second call with the
+    same key is the first call's outcome replayed at once, not a new call that waits again."""
+    key = stack.issue_key()
+    async with worker(stack, key) as wc, asyncio.timeout(20):
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        idem = "py-retry-1"
+        first = await wc.call_tool("OpenPopover", {"message": "once"}, idempotency_key=idem)
+        first_s = loop.time() - started
+        started = loop.time()
+        again = await wc.call_tool("OpenPopover", {"message": "once"}, idempotency_key=idem)
+        again_s = loop.time() - started
+        other = await wc.call_tool("OpenPopover", {"message": "twice"}, idempotency_key=idem)
+    # No tab ever binds the key: the first call waits out the relay's timeout for it.
+    assert isinstance(first.error, c.TabOffline)
+    assert first_s >= RELAY_DEFAULT_TIMEOUT_MS / 1000 * 0.9
+    assert isinstance(again.error, c.TabOffline) and again.error.message == first.error.message
+    assert again_s < first_s / 2, (first_s, again_s)
+    # The same key for other arguments is refused, not run.
+    assert isinstance(other.error, c.InvalidRequest), other

@@ -17,7 +17,9 @@ Two kinds of failure, kept apart:
 
 from __future__ import annotations
 
+import asyncio
 import json
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -31,6 +33,12 @@ from .keys import fingerprint, is_api_key
 
 #: Header that carries the tab's routing key on every agent API request.
 KEY_HEADER = "X-Voice-Agent-Key"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+#: Attempts of one tool call when the worker cannot be reached or answers 503; every attempt
+#: carries the same Idempotency-Key, so the tab gets the call once.
+CALL_ATTEMPTS = 3
+#: Pause before the second and third attempts, seconds.
+RETRY_PAUSES_S = (0.2, 0.6)
 
 #: The relay's default call timeout, used for a tool whose ``timeoutMs`` is ``null``.
 DEFAULT_CALL_TIMEOUT_MS = 15_000
@@ -372,29 +380,61 @@ class WorkerClient:
         *,
         spec: ToolSpec | None = None,
         timeout_s: float | None = None,
+        idempotency_key: str | None = None,
     ) -> CallOutcome:
         """Runs tool ``name``; a tool failure comes back in the outcome, not as an exception.
 
-        ``spec`` (the tool as offered) sets the timeout; ``timeout_s`` overrides it.
+        ``spec`` (the tool as offered) sets the timeout; ``timeout_s`` overrides it. When the
+        worker cannot be reached or answers 503 the call is tried again (``CALL_ATTEMPTS`` in
+        all) with the same ``Idempotency-Key`` (``idempotency_key``, or a fresh one), so a
+        retry never shows the user the same thing twice.
         """
         timeout = timeout_s if timeout_s is not None else self.call_timeout_s(spec)
         path = "/agent/tools/" + quote(name, safe="")
-        response = await self._request("POST", path, dict(arguments or {}), timeout)
-        body = _json_body(response)
-        if response.status_code != 200:
-            raise parse_error_body(response.status_code, body)
-        return parse_call_body(name, body)
+        # One key for every attempt of this call: the relay replays the first outcome to a
+        # retry instead of emitting the call again.
+        idempotency_key = idempotency_key or "py-" + secrets.token_hex(16)
+        for attempt in range(CALL_ATTEMPTS):
+            last = attempt == CALL_ATTEMPTS - 1
+            try:
+                response = await self._request(
+                    "POST",
+                    path,
+                    dict(arguments or {}),
+                    timeout,
+                    extra_headers={IDEMPOTENCY_HEADER: idempotency_key},
+                )
+            except Unavailable:
+                if last:
+                    raise
+                await asyncio.sleep(RETRY_PAUSES_S[attempt])
+                continue
+            if response.status_code == 503 and not last:
+                await asyncio.sleep(RETRY_PAUSES_S[attempt])
+                continue
+            body = _json_body(response)
+            if response.status_code != 200:
+                raise parse_error_body(response.status_code, body)
+            return parse_call_body(name, body)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _request(
-        self, method: str, path: str, body: dict[str, Any] | None, timeout_s: float
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        timeout_s: float,
+        *,
+        extra_headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
+        headers = {**self._headers, **(extra_headers or {})}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
         try:
             return await self._http.request(
                 method,
                 self._base + path,
-                headers=self._headers
-                if body is None
-                else {**self._headers, "Content-Type": "application/json"},
+                headers=headers,
                 content=None if body is None else json.dumps(body).encode("utf-8"),
                 timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)),
             )
