@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the deploy files with the tools that exist here: hadolint (Dockerfile),
 # kubernetes-validate --strict (manifests), docker-compose config (compose files), haproxy -c,
-# systemd-analyze verify (units). Python tools come from a project-local venv when missing.
+# systemd-analyze verify (units), relay check-config (the systemd environment example), and that
+# no file runs the token service open. Python tools come from a project-local venv when missing.
 # What cannot be checked on a machine without a container engine: building and running the image.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,12 +27,18 @@ echo "-- kubernetes-validate --strict deploy/k8s"
 
 echo "-- docker-compose config deploy/compose.yaml"
 command -v docker-compose >/dev/null 2>&1 || { echo "docker-compose is missing: apt-get install -y docker-compose" >&2; exit 1; }
-LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=check RELAY_AGENT_SECRET=check \
+LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=check RELAY_AGENT_SECRET=check RELAY_TOKEN_ISSUER_SECRET=check \
   docker-compose -f "$ROOT/deploy/compose.yaml" config -q
 
 echo "-- docker-compose config deploy/compose.cluster.yaml"
-LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=check RELAY_AGENT_SECRET=check \
+LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=check RELAY_AGENT_SECRET=check RELAY_TOKEN_ISSUER_SECRET=check \
   docker-compose -f "$ROOT/deploy/compose.cluster.yaml" config -q
+
+echo "-- no deploy file runs the token service open, or binds bare keys"
+if grep -rnE --exclude=check.sh 'RELAY_TOKEN_MODE[=:][[:space:]]*"?open|RELAY_ALLOW_BARE_KEYS[=:][[:space:]]*"?(true|1|yes|on)' "$ROOT/deploy"; then
+  echo "a deploy file runs RELAY_TOKEN_MODE=open or turns bare keys on" >&2
+  exit 1
+fi
 
 echo "-- haproxy -c deploy/haproxy.cfg"
 command -v haproxy >/dev/null 2>&1 || { echo "haproxy is missing: apt-get install -y haproxy" >&2; exit 1; }
@@ -48,4 +55,8 @@ for unit in "$ROOT"/deploy/systemd/*.service; do
     "$unit" >"$units/$(basename "$unit")"
 done
 systemd-analyze verify "$units"/*.service
+
+echo "-- relay check-config deploy/systemd/relay.env.example"
+env -i PATH="$PATH" bash -c 'set -a; . "$1"; set +a; exec "$2" check-config' _ \
+  "$ROOT/deploy/systemd/relay.env.example" "$TARGET/debug/relay"
 echo "deploy files: all checks passed"

@@ -63,6 +63,14 @@ LIVEKIT_UDP_PORT=${LIVEKIT_UDP_PORT:-7882}
 LIVEKIT_API_KEY=devkey
 LIVEKIT_API_SECRET=$(random_hex 32)
 RELAY_AGENT_SECRET=$(random_hex 32)
+# Who may get a token. open: anyone, always in a fresh room of its own; the demo page asks for
+# its token itself, so "start" runs open, for development only. In production: issuer (your
+# app's backend asks POST /token with RELAY_TOKEN_ISSUER_SECRET, as deploy/compose*.yaml do) or
+# app-jwt; see the README, "Securing the token service".
+RELAY_TOKEN_MODE=open
+RELAY_TOKEN_ISSUER_SECRET=$(random_hex 32)
+# Tabs bind with their token; true only for the seed's frontends that register bare keys.
+RELAY_ALLOW_BARE_KEYS=false
 RELAY_URL=http://${RELAY_ADDR:-127.0.0.1:3001}
 WORKER_ADDR=${WORKER_ADDR:-127.0.0.1:3002}
 VAPI_SECRET=$(random_hex 32)

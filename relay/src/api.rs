@@ -41,65 +41,136 @@ pub fn routes() -> Router<Arc<App>> {
 
 // ---- token service -------------------------------------------------------------------------
 
+use crate::config::TokenMode;
+use crate::tokens::{Caller, Subject};
+
 async fn token_post(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request,
 ) -> Response {
-    let body = match read_body(&app, request).await {
-        Ok(b) => b,
-        Err(e) => return e.into_response(),
-    };
-    let parsed = if body.iter().all(u8::is_ascii_whitespace) {
-        Ok(TokenRequest::default())
-    } else {
-        parse_object::<TokenRequest>(&body)
-    };
-    match parsed {
-        Ok(req) => issue_token(&app, peer, &req).await,
-        Err(e) => e.into_response(),
+    let result = async {
+        let (caller, client) = token_caller(&app, peer, request.headers()).await?;
+        let body = read_body(&app, request).await?;
+        let req = if body.iter().all(u8::is_ascii_whitespace) {
+            TokenRequest::default()
+        } else {
+            parse_object::<TokenRequest>(&body)?
+        };
+        issue_token(&app, caller, client, &req).await
     }
+    .await;
+    result.unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn token_get(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     query: Result<Query<TokenRequest>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    match query {
-        Ok(Query(req)) => issue_token(&app, peer, &req).await,
-        Err(e) => ApiError::invalid(format!("invalid query: {}", e.body_text())).into_response(),
+    let result = async {
+        let (caller, client) = token_caller(&app, peer, &headers).await?;
+        let Query(req) =
+            query.map_err(|e| ApiError::invalid(format!("invalid query: {}", e.body_text())))?;
+        issue_token(&app, caller, client, &req).await
     }
+    .await;
+    result.unwrap_or_else(IntoResponse::into_response)
 }
 
-async fn issue_token(app: &App, peer: SocketAddr, req: &TokenRequest) -> Response {
-    match issue_token_inner(app, peer, req).await {
-        Ok(response) => response,
-        Err(e) => e.into_response(),
-    }
+fn too_many_tokens() -> ApiError {
+    ApiError::new(
+        ErrorCode::RateLimited,
+        "too many tokens requested from this address; try again in a minute",
+    )
 }
 
-async fn issue_token_inner(
+/// Who is asking, under the relay's token mode, and from which client address:
+/// - issuer: the Bearer credential must be an issuer secret;
+/// - app-jwt: the Bearer credential must be a valid session JWT of the app;
+/// - open: anyone.
+///
+/// A refused credential is charged to the client address's token budget, so guessing is limited
+/// (429 once it is spent, 401 before). The client address is the connection's, or what a
+/// trusted proxy forwarded (`client_addr`).
+async fn token_caller(
     app: &App,
     peer: SocketAddr,
-    req: &TokenRequest,
-) -> Result<Response, ApiError> {
+    headers: &HeaderMap,
+) -> Result<(Caller, std::net::IpAddr), ApiError> {
     if app.drain.is_draining() {
         return Err(ApiError::shutting_down());
     }
-    if !app.may_issue_token(peer.ip()).await? {
-        return Err(ApiError::new(
-            ErrorCode::RateLimited,
-            "too many tokens requested from this address; try again in a minute",
-        ));
+    let client = crate::client_addr::client_ip(
+        peer.ip(),
+        headers,
+        &app.config.trusted_proxies,
+        app.config.forwarded_header,
+    );
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(relay_wire::headers::bearer);
+    let refused = match app.config.token_mode {
+        TokenMode::Open => return Ok((Caller::Anonymous, client)),
+        TokenMode::Issuer => {
+            if bearer.is_some_and(|b| app.is_token_issuer(b)) {
+                return Ok((Caller::Issuer, client));
+            }
+            tracing::info!(%client, credential = bearer.is_some(), "token refused: not the issuer secret");
+            ApiError::new(
+                ErrorCode::Unauthorized,
+                "this relay issues tokens to the app's backend only: \
+                 Authorization: Bearer <RELAY_TOKEN_ISSUER_SECRET>",
+            )
+        }
+        TokenMode::AppJwt => {
+            let Some(verifier) = &app.config.app_jwt else {
+                return Err(ApiError::new(ErrorCode::Internal, "internal error"));
+            };
+            let presented = bearer.unwrap_or_default();
+            match verifier.verify(presented) {
+                Ok(claims) => return Ok((Caller::App(claims), client)),
+                Err(err) => {
+                    tracing::info!(%client, token = %Fp(presented), reason = %err, "token refused: session token");
+                    ApiError::new(ErrorCode::Unauthorized, err.to_string())
+                }
+            }
+        }
+    };
+    if !app.may_issue_token(client).await? {
+        return Err(too_many_tokens());
     }
-    let r = app.tokens.mint(req)?;
+    Err(refused)
+}
+
+/// Mints for `caller`. Browsers (open and app-jwt modes) are charged per client address once
+/// their request is complete and valid; the app's backend (issuer mode) is not limited per
+/// address, as all its users come from its address.
+async fn issue_token(
+    app: &App,
+    caller: Caller,
+    client: std::net::IpAddr,
+    req: &TokenRequest,
+) -> Result<Response, ApiError> {
+    let subject = Subject::for_request(&caller, req)?;
+    if !matches!(caller, Caller::Issuer) && !app.may_issue_token(client).await? {
+        return Err(too_many_tokens());
+    }
+    let r = app.tokens.mint(&subject)?;
     if let Some(c) = &app.cluster {
         c.issue(&cluster::rid(&r.api_key), r.expires_at).await?;
     }
     app.keys.issue(&r.api_key, r.expires_at);
     app.metrics.tokens_issued.inc();
-    tracing::info!(key = %Fp(&r.api_key), identity = %r.identity, room = %r.room_name, "token issued");
+    tracing::info!(
+        key = %Fp(&r.api_key),
+        identity = %r.identity,
+        room = %r.room_name,
+        mode = app.config.token_mode.as_str(),
+        "token issued"
+    );
     let mut response = json_response(StatusCode::OK, encode(&r));
     response.headers_mut().insert(
         header::CACHE_CONTROL,

@@ -5,7 +5,9 @@
 //! read the real address back. See `ARCHITECTURE.md` for the map.
 
 pub mod api;
+pub mod app_jwt;
 pub mod calls;
+pub mod client_addr;
 pub mod cluster;
 pub mod config;
 pub mod error;
@@ -33,7 +35,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::services::ServeDir;
 
 use crate::cluster::Cluster;
-use crate::config::Config;
+use crate::config::{Config, TokenMode};
 use crate::error::ApiError;
 use crate::idempotency::Idempotency;
 use crate::keys::{Keys, LifecycleConfig};
@@ -57,6 +59,24 @@ pub struct App {
     pub cluster: Option<Arc<Cluster>>,
     /// SHA-256 of each agent secret, and that agent's call-rate limiter (same order).
     agents: Vec<([u8; 32], DefaultDirectRateLimiter)>,
+    /// SHA-256 of each token-issuer secret (issuer mode).
+    issuers: Vec<[u8; 32]>,
+}
+
+/// Finds which of the `known` SHA-256 digests `presented` hashes to, in constant time: every
+/// digest is compared with no early exit, so timing reveals neither content, length nor which
+/// secret matched.
+fn find_secret<'a>(known: impl Iterator<Item = &'a [u8; 32]>, presented: &str) -> Option<usize> {
+    use subtle::{ConditionallySelectable, ConstantTimeEq};
+    let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+    let mut found = subtle::Choice::from(0u8);
+    let mut index = 0u32;
+    for (i, known) in known.enumerate() {
+        let eq = known.ct_eq(&digest);
+        index = u32::conditional_select(&index, &(i as u32), eq);
+        found |= eq;
+    }
+    bool::from(found).then_some(index as usize)
 }
 
 impl App {
@@ -87,6 +107,11 @@ impl App {
                 (digest, RateLimiter::direct(Quota::per_second(agent_rate)))
             })
             .collect();
+        let issuers = config
+            .issuer_secrets
+            .iter()
+            .map(|s| Sha256::digest(s.expose().as_bytes()).into())
+            .collect();
         Arc::new(App {
             config,
             keys,
@@ -98,6 +123,7 @@ impl App {
             io: std::sync::OnceLock::new(),
             cluster,
             agents,
+            issuers,
         })
     }
 
@@ -118,19 +144,14 @@ impl App {
     }
 
     /// Finds which agent secret `presented` is, comparing SHA-256 digests in constant time
-    /// against every configured secret (no early exit, so timing reveals neither content, length
-    /// nor which secret matched).
+    /// against every configured secret (see [`find_secret`]).
     pub fn agent_index(&self, presented: &str) -> Option<usize> {
-        use subtle::{ConditionallySelectable, ConstantTimeEq};
-        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-        let mut found = subtle::Choice::from(0u8);
-        let mut index = 0u32;
-        for (i, (known, _)) in self.agents.iter().enumerate() {
-            let eq = known.ct_eq(&digest);
-            index = u32::conditional_select(&index, &(i as u32), eq);
-            found |= eq;
-        }
-        bool::from(found).then_some(index as usize)
+        find_secret(self.agents.iter().map(|(digest, _)| digest), presented)
+    }
+
+    /// Whether `presented` is one of the token-issuer secrets (constant time, like the agents').
+    pub fn is_token_issuer(&self, presented: &str) -> bool {
+        find_secret(self.issuers.iter(), presented).is_some()
     }
 
     /// Takes one call from agent `index`'s rate budget; false when it is spent. Single node
@@ -256,29 +277,46 @@ fn finish<A: socketioxide::adapter::Adapter>(
     (router, io)
 }
 
+/// The request headers a Socket.IO request keeps, the only ones read once socketioxide has it:
+/// `origin` and `host` by the handshake's origin check (`tabs::check_origin`),
+/// `sec-websocket-key` by engineioxide to answer a WebSocket upgrade, and `content-type` by
+/// engineioxide to decode a long-polling POST. A header a Socket.IO handler starts reading must
+/// be added here (`relay/tests/request_head.rs` checks the list against a real handshake).
+pub const SOCKET_REQUEST_HEADERS: [header::HeaderName; 4] = [
+    header::ORIGIN,
+    header::HOST,
+    header::SEC_WEBSOCKET_KEY,
+    header::CONTENT_TYPE,
+];
+
 /// socketioxide keeps each socket's HTTP request head (headers, URI, extensions) for the
 /// socket's whole life, and hyper's header values and URI are slices of the connection's read
 /// buffer (8–16 KiB), as is the `OriginalUri` axum adds: one kept slice keeps that whole buffer
-/// alive per tab. Socket.IO requests get a copied head, so the buffer is freed after the upgrade.
-async fn detach_request_head(mut req: axum::extract::Request) -> axum::extract::Request {
+/// alive per tab. A browser's head also carries a user agent, `accept-*` lines and cookies
+/// (0.6–3 KB) that nothing reads. So a Socket.IO request goes on with a copied URI and copies of
+/// [`SOCKET_REQUEST_HEADERS`] only, in a map no larger than they need, and without
+/// `OriginalUri`; the connection's buffer is freed after the upgrade.
+#[doc(hidden)]
+pub async fn detach_request_head(mut req: axum::extract::Request) -> axum::extract::Request {
     if !req.uri().path().starts_with("/socket.io") {
         return req;
     }
     let headers = std::mem::take(req.headers_mut());
-    let mut owned = axum::http::HeaderMap::with_capacity(headers.len());
-    for (name, value) in &headers {
-        if let (Ok(name), Ok(value)) = (
-            header::HeaderName::from_bytes(name.as_str().as_bytes()),
-            HeaderValue::from_bytes(value.as_bytes()),
-        ) {
-            owned.append(name, value);
+    let kept = SOCKET_REQUEST_HEADERS
+        .iter()
+        .filter(|name| headers.contains_key(*name))
+        .count();
+    let mut owned = axum::http::HeaderMap::with_capacity(kept);
+    for name in &SOCKET_REQUEST_HEADERS {
+        for value in headers.get_all(name) {
+            if let Ok(value) = HeaderValue::from_bytes(value.as_bytes()) {
+                owned.append(name.clone(), value);
+            }
         }
     }
     *req.headers_mut() = owned;
+    req.extensions_mut().remove::<axum::extract::OriginalUri>();
     if let Ok(uri) = axum::http::Uri::try_from(req.uri().to_string()) {
-        if let Some(original) = req.extensions_mut().get_mut::<axum::extract::OriginalUri>() {
-            original.0 = uri.clone();
-        }
         *req.uri_mut() = uri;
     }
     req
@@ -289,6 +327,34 @@ async fn placeholder_page() -> axum::response::Html<&'static str> {
         "<!doctype html><meta charset=utf-8><title>Voice-agent relay</title>\
          <p>The relay is running. The demo page is not built: run <code>scripts/manage.sh build</code>.</p>",
     )
+}
+
+/// One start-up line saying who may get a token; a loud warning in open mode. `main` writes it
+/// before the relay listens.
+pub fn announce_token_mode(config: &Config) {
+    match config.token_mode {
+        TokenMode::Open => tracing::warn!(
+            token_mode = "open",
+            "RELAY_TOKEN_MODE=open: FOR DEVELOPMENT ONLY. Anyone who reaches POST /token gets a \
+             LiveKit token (in a fresh room of its own) and spends this server's capacity; in \
+             production set RELAY_TOKEN_MODE=issuer (the app's backend asks with \
+             RELAY_TOKEN_ISSUER_SECRET) or app-jwt"
+        ),
+        mode => tracing::info!(
+            token_mode = mode.as_str(),
+            issuer_secrets = config.issuer_secrets.len(),
+            bare_keys = config.allow_bare_keys,
+            trusted_proxies = config.trusted_proxies.len(),
+            "token service: {}",
+            match mode {
+                TokenMode::Issuer => "the app's backend asks with the issuer secret",
+                _ => "browsers present the app's session JWT",
+            }
+        ),
+    }
+    if config.allow_bare_keys {
+        tracing::info!("RELAY_ALLOW_BARE_KEYS=true: voice-agent:register binds a bare key once");
+    }
 }
 
 /// Runs the relay on `listener` until `shutdown` resolves, then drains (see [`shutdown`]).
@@ -308,6 +374,14 @@ pub async fn run_connected(
     cluster: Option<Arc<Cluster>>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    // Before any LiveKit token is signed or verified (livekit-api would install an HMAC-only
+    // provider for the whole process; see `tokens::install_jwt_crypto`).
+    if !tokens::install_jwt_crypto() && config.token_mode == TokenMode::AppJwt {
+        anyhow::bail!(
+            "another jsonwebtoken crypto provider was installed before the relay's own: \
+             RELAY_TOKEN_MODE=app-jwt could not verify RSA or EC keys"
+        );
+    }
     let app = App::new(config, cluster);
     let (router, io) = build(app.clone()).await?;
     let maintainer = app

@@ -10,6 +10,9 @@ use tracing_subscriber::EnvFilter;
 const EXIT_CONFIG: u8 = 64;
 
 fn main() -> ExitCode {
+    // First of all: jsonwebtoken's full crypto provider, before livekit-api can install its
+    // HMAC-only one (see `relay::tokens::install_jwt_crypto`).
+    relay::tokens::install_jwt_crypto();
     let cli = Cli::parse();
     if let Some(Command::Healthcheck { url }) = &cli.command {
         return match relay::healthcheck::probe(url, std::time::Duration::from_secs(3)) {
@@ -28,7 +31,10 @@ fn main() -> ExitCode {
         }
     };
     if let Some(Command::CheckConfig) = &cli.command {
-        println!("relay: configuration is valid");
+        println!(
+            "relay: configuration is valid (token mode {})",
+            config.token_mode.as_str()
+        );
         return ExitCode::SUCCESS;
     }
     init_tracing(config.log_format);
@@ -54,6 +60,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.addr))?;
     let addr = listener.local_addr()?;
     let cluster = relay::App::connect_cluster(&config).await?;
+    relay::announce_token_mode(&config);
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         %addr,

@@ -2,7 +2,9 @@
 //!
 //! A tab binds either in the handshake (`auth: {token}`, checked by the connect middleware, so a
 //! bad token is a `connect_error` with a code) or later with `voice-agent:register` (the seed's
-//! way, acknowledged). Each bound socket also joins a room named after its key (its digest), which
+//! way, acknowledged) with the token, or with the bare key once when `RELAY_ALLOW_BARE_KEYS` is
+//! on (for the seed's frontends; off by default, as a participant who sees the key in the room's
+//! metadata could race the tab to bind it). Each bound socket also joins a room named after its key (its digest), which
 //! is how another node's emits reach it through the Redis adapter.
 //!
 //! Handlers are generic over the Socket.IO adapter (in memory or Redis); with several nodes, a
@@ -223,6 +225,14 @@ async fn on_register<A: RelayAdapter>(
 ) {
     let s = A::tab(&s);
     let outcome = match &arg {
+        Value::String(k) if is_api_key(k) && !app.config.allow_bare_keys => {
+            tracing::info!(key = %Fp(k), "register refused: bare keys are off");
+            Err(error_object(
+                ErrorCode::Unauthorized,
+                "this relay does not bind bare keys; present the token (auth.token in the \
+                 handshake, or voice-agent:register with the token)",
+            ))
+        }
         Value::String(k) if is_api_key(k) => bind(&app, &s, k, Proof::BareKey).await,
         Value::String(k) if k.starts_with(relay_wire::API_KEY_PREFIX) => Err(error_object(
             ErrorCode::InvalidRequest,

@@ -1,5 +1,6 @@
-//! The token service's core: mints per-tab keys and the LiveKit JWTs that carry them, and verifies
-//! such a JWT when a tab presents it to bind. Signing and verification are livekit-api's own.
+//! The token service's core: who a token is for under each token mode ([`Subject::for_request`]),
+//! per-tab keys and the LiveKit JWTs that carry them, and verifying such a JWT when a tab presents
+//! it to bind. Signing and verification are livekit-api's own.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -7,11 +8,168 @@ use livekit_api::access_token::{AccessToken, TokenVerifier, VideoGrants};
 use rand::RngCore;
 use relay_wire::{API_KEY_PREFIX, ParticipantMetadata, TokenRequest, TokenResponse, is_api_key};
 
+use crate::app_jwt::AppClaims;
 use crate::config::Secret;
 use crate::error::ApiError;
 
 /// Longest accepted participant or room name, in characters.
 pub const MAX_NAME_CHARS: usize = 64;
+/// Longest accepted identity, in characters (an app's user ids may be longer than a name).
+pub const MAX_IDENTITY_CHARS: usize = 128;
+
+/// Installs jsonwebtoken's full RustCrypto provider (HMAC, RSA, ECDSA, EdDSA) for the whole
+/// process. livekit-api installs an HMAC-only provider the first time it signs or verifies, and
+/// the first install wins; so this runs at start-up before any LiveKit token exists, after which
+/// livekit's install is a no-op and its HS256 tokens use this provider. True when the process's
+/// provider verifies more than HMAC (installed now or before); false when an HMAC-only one got
+/// there first.
+pub fn install_jwt_crypto() -> bool {
+    use jsonwebtoken::crypto::rust_crypto::DEFAULT_PROVIDER;
+    // The error of `install_default` carries the provider passed in, not the installed one, so
+    // the installed one is asked instead: an HMAC-only provider refuses EdDSA outright, a full
+    // one checks (and rejects) this made-up signature.
+    let _ = DEFAULT_PROVIDER.install_default();
+    // RFC 8032's first test public key.
+    const PROBE_ED25519_X: &str = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo";
+    jsonwebtoken::DecodingKey::from_ed_components(PROBE_ED25519_X)
+        .and_then(|key| {
+            jsonwebtoken::crypto::verify("AA", b"probe", &key, jsonwebtoken::Algorithm::EdDSA)
+        })
+        .is_ok()
+}
+
+/// Who a token is for: decided from the caller's credential and request before minting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject {
+    /// The LiveKit identity; `None` for a fresh `tab-…` one.
+    pub identity: Option<String>,
+    /// The display name.
+    pub name: Option<String>,
+    /// The room; `None` for a fresh `voice-…` one.
+    pub room: Option<String>,
+}
+
+/// What the caller of `POST /token` proved.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    /// The app's backend, with an issuer secret.
+    Issuer,
+    /// A user with a valid app session JWT.
+    App(AppClaims),
+    /// Nobody in particular (`RELAY_TOKEN_MODE=open`).
+    Anonymous,
+}
+
+impl Subject {
+    /// Applies the mode's rules: the issuer names room, identity and name as it likes; an app
+    /// JWT's claims give identity, name and room, and the body may not override them; an
+    /// anonymous caller always gets a fresh room and identity of its own.
+    pub fn for_request(caller: &Caller, req: &TokenRequest) -> Result<Subject, ApiError> {
+        let name = validate_name("participantName", req.participant_name.as_deref())?;
+        let room = validate_name("roomName", req.room_name.as_deref())?;
+        let identity = validate_identity("identity", req.identity.as_deref())?;
+        if let Some(room) = room {
+            check_room_chars("roomName", room)?;
+        }
+        match caller {
+            Caller::Issuer => Ok(Subject {
+                identity: identity.map(str::to_owned),
+                name: name.map(str::to_owned),
+                room: room.map(str::to_owned),
+            }),
+            Caller::App(claims) => {
+                if room.is_some() {
+                    return Err(ApiError::invalid(
+                        "roomName cannot be chosen here: the room comes from your session token's \
+                         room claim, or is a fresh one",
+                    ));
+                }
+                if identity.is_some() {
+                    return Err(ApiError::invalid(
+                        "identity cannot be chosen here: it is your session token's sub",
+                    ));
+                }
+                let unusable = |what: &str| {
+                    ApiError::new(
+                        relay_wire::ErrorCode::Unauthorized,
+                        format!("the session token is not usable: {what}"),
+                    )
+                };
+                let subject = validate_identity("sub", Some(&claims.subject))
+                    .map_err(|_| {
+                        unusable(
+                            "its sub is longer than 128 characters or holds control characters",
+                        )
+                    })?
+                    .map(str::to_owned);
+                let claimed_room = match claims.room.as_deref() {
+                    None => None,
+                    Some(r) => {
+                        let r = validate_name("room", Some(r))
+                            .ok()
+                            .flatten()
+                            .filter(|r| check_room_chars("room", r).is_ok())
+                            .ok_or_else(|| {
+                                unusable("its room claim is not a room name (letters, digits, '-', '_', '.'; at most 64)")
+                            })?;
+                        Some(r.to_owned())
+                    }
+                };
+                Ok(Subject {
+                    identity: subject,
+                    name: claims
+                        .name
+                        .as_deref()
+                        .map(display_name)
+                        .or_else(|| name.map(str::to_owned)),
+                    room: claimed_room,
+                })
+            }
+            Caller::Anonymous => {
+                if room.is_some() {
+                    return Err(ApiError::invalid(
+                        "roomName cannot be chosen: this relay gives every token a fresh room of \
+                         its own (RELAY_TOKEN_MODE=open); an app that places users in rooms calls \
+                         /token from its backend (RELAY_TOKEN_MODE=issuer)",
+                    ));
+                }
+                if identity.is_some() {
+                    return Err(ApiError::invalid(
+                        "identity cannot be chosen: this relay gives every token a fresh one \
+                         (RELAY_TOKEN_MODE=open)",
+                    ));
+                }
+                Ok(Subject {
+                    identity: None,
+                    name: name.map(str::to_owned),
+                    room: None,
+                })
+            }
+        }
+    }
+}
+
+/// A display name from the app's claims: control characters dropped, cut to the name limit
+/// (the app's own data is not refused for being long).
+fn display_name(name: &str) -> String {
+    name.chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_NAME_CHARS)
+        .collect()
+}
+
+fn check_room_chars(field: &str, room: &str) -> Result<(), ApiError> {
+    if room
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(format!(
+            "{field} may hold only letters, digits, '-', '_' and '.'"
+        )))
+    }
+}
 
 /// A fresh routing key: `va_` + 64 lowercase hex characters from 32 bytes of the thread-local
 /// CSPRNG (ChaCha, seeded from the OS).
@@ -72,6 +230,7 @@ pub struct TokenService {
 
 impl TokenService {
     pub fn new(api_key: &str, api_secret: &Secret, livekit_url: &str, ttl: Duration) -> Self {
+        install_jwt_crypto();
         TokenService {
             api_key: api_key.to_owned(),
             api_secret: api_secret.clone(),
@@ -81,22 +240,17 @@ impl TokenService {
         }
     }
 
-    /// Mints a new key and a LiveKit token carrying it for one tab.
-    pub fn mint(&self, request: &TokenRequest) -> Result<TokenResponse, ApiError> {
-        let name = validate_name("participantName", request.participant_name.as_deref())?;
-        let room = validate_name("roomName", request.room_name.as_deref())?;
-        if let Some(room) = room
-            && !room
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        {
-            return Err(ApiError::invalid(
-                "roomName may hold only letters, digits, '-', '_' and '.'",
-            ));
-        }
-        let room_name = room.map_or_else(|| format!("voice-{}", random_suffix(6)), str::to_owned);
-        let identity = format!("tab-{}", random_suffix(8));
-        let display_name = name.unwrap_or("Guest");
+    /// Mints a new key and a LiveKit token carrying it for one tab, for `subject`.
+    pub fn mint(&self, subject: &Subject) -> Result<TokenResponse, ApiError> {
+        let room_name = subject
+            .room
+            .clone()
+            .unwrap_or_else(|| format!("voice-{}", random_suffix(16)));
+        let identity = subject
+            .identity
+            .clone()
+            .unwrap_or_else(|| format!("tab-{}", random_suffix(8)));
+        let display_name = subject.name.as_deref().unwrap_or("Guest");
         let api_key = new_api_key();
         let metadata = serde_json::to_string(&ParticipantMetadata {
             api_key: api_key.clone(),
@@ -115,6 +269,9 @@ impl TokenService {
                 can_publish: Some(true),
                 can_subscribe: Some(true),
                 can_publish_data: Some(true),
+                // Participant metadata carries the relay key: a participant must never be able
+                // to rewrite its own (or to hide that it has one).
+                can_update_own_metadata: Some(false),
                 ..Default::default()
             })
             .to_jwt()
@@ -165,14 +322,26 @@ impl TokenService {
 }
 
 fn validate_name<'a>(field: &str, value: Option<&'a str>) -> Result<Option<&'a str>, ApiError> {
+    validate_text(field, value, MAX_NAME_CHARS)
+}
+
+fn validate_identity<'a>(field: &str, value: Option<&'a str>) -> Result<Option<&'a str>, ApiError> {
+    validate_text(field, value, MAX_IDENTITY_CHARS)
+}
+
+fn validate_text<'a>(
+    field: &str,
+    value: Option<&'a str>,
+    max: usize,
+) -> Result<Option<&'a str>, ApiError> {
     let Some(value) = value else { return Ok(None) };
     let value = value.trim();
     if value.is_empty() {
         return Ok(None);
     }
-    if value.chars().count() > MAX_NAME_CHARS {
+    if value.chars().count() > max {
         return Err(ApiError::invalid(format!(
-            "{field} is longer than {MAX_NAME_CHARS} characters"
+            "{field} is longer than {max} characters"
         )));
     }
     if value.chars().any(char::is_control) {
@@ -204,25 +373,103 @@ mod tests {
         assert_ne!(a, b);
     }
 
+    fn request(name: Option<&str>, room: Option<&str>, identity: Option<&str>) -> TokenRequest {
+        TokenRequest {
+            participant_name: name.map(str::to_owned),
+            room_name: room.map(str::to_owned),
+            identity: identity.map(str::to_owned),
+        }
+    }
+
+    fn fresh() -> Subject {
+        Subject::for_request(&Caller::Anonymous, &TokenRequest::default()).unwrap()
+    }
+
     #[test]
     fn minted_token_verifies_and_carries_the_key() {
         let s = service();
-        let minted = s
-            .mint(&TokenRequest {
-                participant_name: Some("Ada".into()),
-                room_name: Some("room-1".into()),
-            })
-            .unwrap();
+        let subject = Subject::for_request(
+            &Caller::Issuer,
+            &request(Some("Ada"), Some("room-1"), Some("user-7")),
+        )
+        .unwrap();
+        let minted = s.mint(&subject).unwrap();
         assert_eq!(minted.room_name, "room-1");
+        assert_eq!(minted.identity, "user-7");
         let v = s.verify(&minted.token).unwrap();
         assert_eq!(v.api_key, minted.api_key);
         assert_eq!(v.exp, minted.expires_at);
         let claims = TokenVerifier::with_api_key("devkey", "secret-secret-secret-secret-1234")
             .verify(&minted.token)
             .unwrap();
-        assert_eq!(claims.sub, minted.identity);
+        assert_eq!(claims.sub, "user-7");
         assert_eq!(claims.name, "Ada");
         assert!(claims.video.room_join && claims.video.can_publish_data());
+        assert!(!claims.video.can_update_own_metadata());
+    }
+
+    #[test]
+    fn anonymous_callers_get_fresh_rooms_and_identities_only() {
+        let s = service();
+        let a = s.mint(&fresh()).unwrap();
+        let b = s.mint(&fresh()).unwrap();
+        assert_ne!(a.room_name, b.room_name);
+        assert_ne!(a.identity, b.identity);
+        assert!(a.identity.starts_with("tab-") && a.room_name.starts_with("voice-"));
+        let named =
+            Subject::for_request(&Caller::Anonymous, &request(Some("Bo"), None, None)).unwrap();
+        assert_eq!(named.name.as_deref(), Some("Bo"));
+        for refused in [
+            request(None, Some("room-1"), None),
+            request(None, None, Some("me")),
+        ] {
+            let err = Subject::for_request(&Caller::Anonymous, &refused).unwrap_err();
+            assert_eq!(err.code, relay_wire::ErrorCode::InvalidRequest, "{err}");
+        }
+        // An empty roomName is no room at all.
+        assert!(Subject::for_request(&Caller::Anonymous, &request(None, Some(" "), None)).is_ok());
+    }
+
+    #[test]
+    fn app_claims_give_identity_name_and_room() {
+        let claims = AppClaims {
+            subject: "user-42".into(),
+            name: Some("Ada\u{7}Lovelace".into()),
+            room: Some("team-7".into()),
+        };
+        let subject = Subject::for_request(
+            &Caller::App(claims.clone()),
+            &request(Some("Mallory"), None, None),
+        )
+        .unwrap();
+        assert_eq!(subject.identity.as_deref(), Some("user-42"));
+        assert_eq!(subject.name.as_deref(), Some("AdaLovelace"));
+        assert_eq!(subject.room.as_deref(), Some("team-7"));
+        // No name claim: the body's name; no room claim: a fresh room.
+        let plain = AppClaims {
+            name: None,
+            room: None,
+            ..claims.clone()
+        };
+        let subject =
+            Subject::for_request(&Caller::App(plain), &request(Some("Ada"), None, None)).unwrap();
+        assert_eq!(subject.name.as_deref(), Some("Ada"));
+        assert_eq!(subject.room, None);
+        // The body may not override the claims.
+        for refused in [
+            request(None, Some("other"), None),
+            request(None, None, Some("admin")),
+        ] {
+            let err = Subject::for_request(&Caller::App(claims.clone()), &refused).unwrap_err();
+            assert_eq!(err.code, relay_wire::ErrorCode::InvalidRequest);
+        }
+        let bad_room = AppClaims {
+            room: Some("no spaces please".into()),
+            ..claims
+        };
+        let err =
+            Subject::for_request(&Caller::App(bad_room), &TokenRequest::default()).unwrap_err();
+        assert_eq!(err.code, relay_wire::ErrorCode::Unauthorized);
     }
 
     #[test]
@@ -234,7 +481,7 @@ mod tests {
             "ws://x",
             Duration::from_secs(600),
         );
-        let forged = other.mint(&TokenRequest::default()).unwrap().token;
+        let forged = other.mint(&fresh()).unwrap().token;
         assert!(matches!(s.verify(&forged), Err(TokenError::Invalid(_))));
         assert!(matches!(s.verify(""), Err(TokenError::Missing)));
         assert!(matches!(s.verify("a.b.c"), Err(TokenError::Invalid(_))));
@@ -248,21 +495,11 @@ mod tests {
 
     #[test]
     fn names_are_bounded() {
-        let s = service();
-        let long = "x".repeat(65);
-        assert!(
-            s.mint(&TokenRequest {
-                participant_name: Some(long),
-                room_name: None
-            })
-            .is_err()
-        );
-        assert!(
-            s.mint(&TokenRequest {
-                participant_name: None,
-                room_name: Some("a b".into())
-            })
-            .is_err()
-        );
+        let issuer = |r: TokenRequest| Subject::for_request(&Caller::Issuer, &r);
+        assert!(issuer(request(Some(&"x".repeat(65)), None, None)).is_err());
+        assert!(issuer(request(None, Some("a b"), None)).is_err());
+        assert!(issuer(request(None, None, Some(&"i".repeat(129)))).is_err());
+        assert!(issuer(request(None, None, Some("a\u{0}b"))).is_err());
+        assert!(issuer(request(None, None, Some(&"i".repeat(128)))).is_ok());
     }
 }

@@ -33,6 +33,8 @@ async fn spawn_app() -> TestApp {
         AGENT_SECRET,
         "--drain-ms",
         "500",
+        "--token-mode",
+        "open",
     ])
     .expect("flags");
     let config = Config::from_options(cli.options).expect("valid config");

@@ -217,14 +217,23 @@ impl ErrorBody {
     }
 }
 
-/// `POST /token` body (all optional; `GET /token` takes the same as query parameters).
+/// `POST /token` body (all optional; `GET /token` takes the same as query parameters). Which
+/// fields a caller may set depends on the relay's token mode: `roomName` and `identity` only
+/// with the issuer secret (the app's backend); with an app session JWT they come from its
+/// claims, and an anonymous caller always gets a fresh room and identity.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TokenRequest {
-    #[serde(default)]
+    /// Display name in the room.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub participant_name: Option<String>,
-    #[serde(default)]
+    /// The room to join (issuer mode only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub room_name: Option<String>,
+    /// The LiveKit identity: the app's id for its user (issuer mode only; at most 128
+    /// characters, no control characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
 }
 
 /// `200` answer of the token service.

@@ -247,3 +247,38 @@ test('a socket that connects without a token and never registers is closed after
     await short.stop();
   }
 });
+
+test('with bare keys off (RELAY_ALLOW_BARE_KEYS=false, the default) register refuses a bare key; the token binds', async () => {
+  const strict = await startRelay({ RELAY_ALLOW_BARE_KEYS: 'false' }, { name: 'relay-no-bare-keys' });
+  try {
+    const t = await strict.token();
+    // A participant who read the key from the room's metadata races the tab: refused.
+    const racer = strict.tab();
+    await racer.connected();
+    const refused = await racer.register(t.apiKey);
+    assert.equal(refused.ok, false);
+    assert.equal(refused.error.code, 'unauthorized');
+    assert.match(refused.error.message, /does not bind bare keys; present the token/);
+    assert.equal((await strict.keyState(t.apiKey)).body.state, 'issued', 'the key stays unbound');
+    racer.close();
+    // The tab's own ways: the handshake token, and register with the token.
+    const viaHandshake = strict.tab({ token: t.token });
+    await viaHandshake.connected();
+    await strict.waitState(t.apiKey, 'online');
+    viaHandshake.close();
+    await strict.waitState(t.apiKey, 'offline');
+    const viaRegister = strict.tab({ transports: ['polling'] });
+    await viaRegister.connected();
+    assert.deepEqual(await viaRegister.register(t.token), { ok: true });
+    await strict.waitState(t.apiKey, 'online');
+    viaRegister.close();
+    // A well-formed key never issued here gets the same answer: the refusal comes before any
+    // lookup, so it tells nobody which keys exist.
+    const prober = strict.tab();
+    await prober.connected();
+    assert.equal((await prober.register(strangerKey())).error.code, 'unauthorized');
+    prober.close();
+  } finally {
+    await strict.stop();
+  }
+});

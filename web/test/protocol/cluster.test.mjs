@@ -11,7 +11,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { io } from 'socket.io-client';
 import { pathToFileURL } from 'node:url';
-import { startRelay, startRedis, startBalancer, freePort, repoRoot, Tab, sleep, within } from './harness.mjs';
+import { startRelay, startRedis, startBalancer, startHaproxy, requestFrom, freePort, repoRoot, Tab, sleep, within } from './harness.mjs';
 
 const { VoiceRelayClient } = await import(pathToFileURL(join(repoRoot, 'web/dist/lib/client.node.js')).href);
 
@@ -471,5 +471,45 @@ test('through the deploy balancer (HAProxy, deploy/haproxy.cfg): polling tabs st
     haproxy.kill('SIGTERM');
     await within(5000, exited, 'haproxy to exit').catch(() => haproxy.kill('SIGKILL'));
     if (haproxyErr.includes('ALERT')) console.log(haproxyErr);
+  }
+});
+
+test('behind the deploy balancer (deploy/haproxy.cfg, option forwardfor): each client has its own token budget, and a forged X-Forwarded-For buys nothing', async () => {
+  // Two nodes sharing the budget in Redis, trusting the balancer (which connects from 127.0.0.1).
+  const env = { ...shared, RELAY_REDIS_URL: redis.url, RELAY_TRUSTED_PROXIES: '127.0.0.1/32', RELAY_TOKEN_RATE_PER_MIN: '3' };
+  const X = await startRelay(env, { name: 'relay-budget-x' });
+  const Y = await startRelay(env, { name: 'relay-budget-y' });
+  X.share(Y);
+  Y.share(X);
+  const balancer = await startHaproxy(X, Y);
+  try {
+    const mint = async (url, localAddress, headers = {}) => {
+      const r = await requestFrom(`${url}/token`, { localAddress, headers, body: '{}' });
+      if (r.status === 200) X.remember(r.body.token, r.body.apiKey);
+      else assert.equal(r.body.error.code, 'rate_limited', JSON.stringify(r.body));
+      return r.status;
+    };
+    // Two clients on different source addresses, through the balancer (round robin over both
+    // nodes): three tokens each, then 429 — one client spending its budget leaves the other's.
+    const first = [];
+    for (let i = 0; i < 4; i += 1) first.push(await mint(balancer.url, '127.0.0.2'));
+    assert.deepEqual(first, [200, 200, 200, 429]);
+    const second = [];
+    for (let i = 0; i < 4; i += 1) second.push(await mint(balancer.url, '127.0.0.3'));
+    assert.deepEqual(second, [200, 200, 200, 429]);
+    // The first client writes its own X-Forwarded-For (or Forwarded): the balancer appends the
+    // address it saw, and that is what the relays charge.
+    for (const headers of [{ 'x-forwarded-for': '198.51.100.1' }, { 'x-forwarded-for': '198.51.100.2, 198.51.100.3' }, { forwarded: 'for=198.51.100.4' }]) {
+      assert.equal(await mint(balancer.url, '127.0.0.2', headers), 429, JSON.stringify(headers));
+    }
+    // Straight to a node, not through the trusted balancer: the header is not believed at all.
+    const direct = [];
+    for (let i = 0; i < 5; i += 1) direct.push(await mint(X.url, '127.0.0.4', { 'x-forwarded-for': `198.51.100.${10 + i}` }));
+    assert.deepEqual(direct, [200, 200, 200, 429, 429]);
+    assert.equal(await mint(Y.url, '127.0.0.4', { 'x-forwarded-for': '127.0.0.9' }), 429, 'the budget is shared by the nodes');
+  } finally {
+    await balancer.stop();
+    await X.stop();
+    await Y.stop();
   }
 });

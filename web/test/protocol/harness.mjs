@@ -5,7 +5,8 @@
 
 import { spawn } from 'node:child_process';
 import net from 'node:net';
-import { createWriteStream, mkdirSync, readFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -62,7 +63,11 @@ async function launchServer({ name, bin, args, env, stream, banner }) {
   return { addr, proc, exited, logPath, log };
 }
 
-/** Starts a relay. `env` overrides its environment. */
+/**
+ * Starts a relay. `env` overrides its environment. By default it runs the token service open
+ * (anyone gets a token, always in a fresh room) with bare-key binding on, so the tests of
+ * binding and calls need no credential to mint; tests of the token modes set their own.
+ */
 export async function startRelay(env = {}, { name = 'relay' } = {}) {
   const agentSecret = env.RELAY_AGENT_SECRET?.split(',')[0] ?? `as-${randomBytes(24).toString('hex')}`;
   const livekitSecret = env.LIVEKIT_API_SECRET ?? `lk-${randomBytes(24).toString('hex')}`;
@@ -75,16 +80,22 @@ export async function startRelay(env = {}, { name = 'relay' } = {}) {
     LIVEKIT_API_SECRET: livekitSecret,
     RELAY_AGENT_SECRET: agentSecret,
     RELAY_WEB_DIR: join(repoRoot, 'web/dist'),
+    RELAY_TOKEN_MODE: 'open',
+    RELAY_ALLOW_BARE_KEYS: 'true',
     ...env,
   };
   const started = await launchServer({ name, bin: relayBin, args: [], env: fullEnv, stream: 'stdout', banner: 'relay' });
-  const relay = new Relay({ ...started, agentSecret, livekitSecret });
-  relay.remember(agentSecret, livekitSecret);
+  const issuerSecret = fullEnv.RELAY_TOKEN_MODE === 'issuer' ? fullEnv.RELAY_TOKEN_ISSUER_SECRET?.split(',')[0] : undefined;
+  const relay = new Relay({ ...started, agentSecret, livekitSecret, issuerSecret });
+  relay.remember(agentSecret, livekitSecret, ...(fullEnv.RELAY_TOKEN_ISSUER_SECRET ?? '').split(','), fullEnv.RELAY_APP_JWT_SECRET);
   return relay;
 }
 
+/** A fresh token-issuer secret (what an operator puts in RELAY_TOKEN_ISSUER_SECRET). */
+export const issuerSecret = () => `is-${randomBytes(24).toString('hex')}`;
+
 export class Relay {
-  constructor({ addr, proc, exited, logPath, log, agentSecret, livekitSecret }) {
+  constructor({ addr, proc, exited, logPath, log, agentSecret, livekitSecret, issuerSecret }) {
     this.url = `http://${addr}`;
     this.proc = proc;
     this.exited = exited;
@@ -92,6 +103,8 @@ export class Relay {
     this.log = log;
     this.agentSecret = agentSecret;
     this.livekitSecret = livekitSecret;
+    /** In issuer mode: what `token()` presents, as the app's backend would. */
+    this.issuerSecret = issuerSecret;
     this.secrets = new Set();
     this.tabs = [];
   }
@@ -118,15 +131,25 @@ export class Relay {
     return { status: res.status, body, headers: res.headers };
   }
 
-  /** Mints a token (POST /token). */
-  async token(body = {}) {
-    const res = await this.fetch('/token', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
+  /**
+   * POST /token with `body`, presenting `bearer` (the issuer secret by default in issuer mode;
+   * an app session JWT in app-jwt mode); resolves with the raw answer.
+   */
+  async requestToken(body = {}, { bearer = this.issuerSecret } = {}) {
+    const headers = { 'content-type': 'application/json' };
+    if (bearer) {
+      headers.authorization = `Bearer ${bearer}`;
+      this.remember(bearer);
+    }
+    const res = await this.fetch('/token', { method: 'POST', headers, body: JSON.stringify(body) });
+    if (res.status === 200) this.remember(res.body.token, res.body.apiKey);
+    return res;
+  }
+
+  /** Mints a token (POST /token); fails the test unless it is issued. */
+  async token(body = {}, opts = {}) {
+    const res = await this.requestToken(body, opts);
     assert.equal(res.status, 200, JSON.stringify(res.body));
-    this.remember(res.body.token, res.body.apiKey);
     return res.body;
   }
 
@@ -403,4 +426,68 @@ export async function startBalancer(target) {
   await new Promise((r) => lb.server.listen(0, '127.0.0.1', r));
   lb.url = `http://127.0.0.1:${lb.server.address().port}`;
   return lb;
+}
+
+/**
+ * One HTTP request from a chosen loopback source address (`localAddress`, e.g. 127.0.0.2), as
+ * a distinct client would make it; resolves with `{status, body}`.
+ */
+export function requestFrom(url, { localAddress, method = 'POST', headers = {}, body } = {}) {
+  return within(10000, new Promise((resolveR, reject) => {
+    const req = http.request(url, { method, localAddress, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => {
+        let parsed;
+        try { parsed = JSON.parse(text); } catch { parsed = text; }
+        resolveR({ status: res.statusCode, body: parsed });
+      });
+    });
+    req.on('error', reject);
+    req.end(body ?? '');
+  }), `${method} ${url} from ${localAddress}`);
+}
+
+/**
+ * The shipped deploy/haproxy.cfg in front of two relays on loopback: the compose service names
+ * pointed at `a` and `b`, the Docker resolver dropped. Resolves once both pass its /readyz
+ * check, with `{url, stop()}`.
+ */
+export async function startHaproxy(a, b) {
+  const port = await freePort();
+  const hostOf = (relay) => new URL(relay.url).host;
+  const cfg = readFileSync(join(repoRoot, 'deploy/haproxy.cfg'), 'utf8')
+    .replace(/^resolvers docker[\s\S]*?(?=^frontend)/m, '')
+    .replace(' resolvers docker', '')
+    .replace('maxconn 100000', 'maxconn 2000')
+    .replace('bind :3001', `bind 127.0.0.1:${port}`)
+    .replace('relay-a:3001', hostOf(a))
+    .replace('relay-b:3001', hostOf(b));
+  const cfgPath = join(logDir, `haproxy-${process.pid}-${port}.cfg`);
+  writeFileSync(cfgPath, cfg);
+  const proc = spawn('haproxy', ['-db', '-f', cfgPath], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  proc.stderr.on('data', (d) => { stderr += d; });
+  const exited = new Promise((r) => proc.once('exit', r));
+  const url = `http://127.0.0.1:${port}`;
+  const stop = async () => {
+    proc.kill('SIGTERM');
+    await within(5000, exited, 'haproxy to exit').catch(() => proc.kill('SIGKILL'));
+    if (stderr.includes('ALERT')) console.log(stderr);
+  };
+  const until = Date.now() + 15000;
+  while (Date.now() < until) {
+    const hits = new Set();
+    for (let i = 0; i < 4; i += 1) {
+      try {
+        const r = await fetch(`${url}/readyz`);
+        if (r.status === 200) hits.add((r.headers.get('set-cookie') ?? '').match(/RELAY_NODE=(\w)/)?.[1]);
+      } catch { /* not up yet */ }
+    }
+    if (hits.has('a') && hits.has('b')) return { url, stop };
+    await sleep(200);
+  }
+  await stop();
+  throw new Error(`haproxy did not pass both relays' health checks: ${stderr}`);
 }

@@ -27,9 +27,9 @@ test('a missing or weak secret is a clear start-up error (exit 64), never an ins
   assert.equal(weak.code, 64);
   assert.match(weak.out, /shorter than 16/);
   assert.doesNotMatch(weak.out, /short1/);
-  const ok = await runRelay({ LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_AGENT_SECRET: 'long-enough-secret-123' }, ['check-config']);
+  const base = { LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_AGENT_SECRET: 'long-enough-secret-123', RELAY_TOKEN_ISSUER_SECRET: 'another-long-secret-456' };
+  const ok = await runRelay(base, ['check-config']);
   assert.equal(ok.code, 0);
-  const base = { LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_AGENT_SECRET: 'long-enough-secret-123' };
   const badUrl = await runRelay({ ...base, RELAY_REDIS_URL: 'http://user:pw-in-url-1234@127.0.0.1:6379' }, ['check-config']);
   assert.equal(badUrl.code, 64);
   assert.match(badUrl.out, /RELAY_REDIS_URL must start with redis:\/\//);
