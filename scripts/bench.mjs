@@ -39,7 +39,7 @@ const servers = {
     cmd: [join(target, 'release/relay')],
     env: {
       RELAY_ADDR: '127.0.0.1:4101', LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'bench-livekit-secret-0123456789ab',
-      RELAY_AGENT_SECRET: SECRET, RELAY_TOKEN_RATE_PER_MIN: '100000000', RELAY_AGENT_RATE_PER_SEC: '100000000',
+      RELAY_AGENT_SECRET: SECRET, RELAY_TOKEN_MODE: 'open', RELAY_TOKEN_RATE_PER_MIN: '100000000', RELAY_AGENT_RATE_PER_SEC: '100000000',
       RELAY_MAX_INFLIGHT_PER_KEY: '100000', RUST_LOG: 'warn',
     },
     url: 'http://127.0.0.1:4101',
