@@ -470,6 +470,13 @@ cmd_test() {
   cargo clippy --workspace --all-targets -- -D warnings
   say "== cargo test"
   cargo test --workspace 2>&1 | tee "$out/cargo.txt"
+  say "== library crates: cargo package --list holds only sources"
+  local crate stray
+  for crate in relay-wire agent-worker; do
+    stray="$(cargo package --list --allow-dirty -p "$crate" 2>/dev/null |
+      grep -vE '^(\.cargo_vcs_info\.json|Cargo\.lock|Cargo\.toml(\.orig)?|README\.md|(src|tests|examples)/.*\.rs)$' || true)"
+    [[ -z "$stray" ]] || die "cargo package of $crate would ship stray files: $stray"
+  done
   say "== python: lint and type check of the agent package (ruff, mypy)"
   ensure_venv
   (cd "$ROOT/agent-worker/python" && "$VENV/bin/ruff" check . && "$VENV/bin/ruff" format --check . && "$VENV/bin/mypy")
@@ -487,9 +494,10 @@ cmd_test() {
     TEST_LOG_DIR="$ROOT/test-logs" "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests) 2>&1 | tee "$out/py.txt" || rc=$?
   say "== protocol tests (relay and agent-worker binaries, tabs played by the official socket.io-client)"
   say "== browser tests (the demo page in Chromium; screenshots in test-logs/screenshots)"
+  say "== package test (npm pack of the browser client, installed into a fresh React app built with Vite, in Chromium)"
   (cd "$ROOT/web" && RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" \
     TEST_LOG_DIR="$ROOT/test-logs" CHROMIUM_PATH="$chromium" \
-    node --test --test-concurrency=2 --test-reporter=spec test/protocol/ test/browser/) 2>&1 | tee "$out/node.txt" || rc=$?
+    node --test --test-concurrency=2 --test-reporter=spec test/protocol/ test/browser/ test/package/) 2>&1 | tee "$out/node.txt" || rc=$?
   say "== voice room test (LiveKit server, relay, worker, reference agent, Chromium; in a network namespace)"
   ensure_livekit
   if [[ "$(id -u)" != 0 ]]; then
