@@ -291,6 +291,31 @@ test('a worker restart loses no session: it is back from RoomService within seco
   await page.waitForFunction(() => document.getElementById('popover').textContent === 'After the restart', null, { timeout: 5000 });
 });
 
+test('a participant that leaves while the worker is down has its key revoked when the worker is back', async () => {
+  const other = await context.newPage();
+  other.on('pageerror', (e) => pageErrors.push(e.message));
+  await other.goto(`${relay.url}/?ice=none`, { waitUntil: 'load', timeout: 15000 });
+  await other.keyboard.press('Control+k');
+  await other.waitForSelector('#voice[data-state="connected"]', { timeout: 20000 });
+  const otherKey = (await other.textContent('#dev-key')).trim();
+  relay.remember(otherKey);
+  await waitFor('its session, kept in the state file', 10000, async () =>
+    (await workerSessions()).some((s) => s.key === fp(otherKey)) && existsSync(join(dir, 'worker-sessions.json')));
+  await worker.stop();
+  await other.close();
+  // Out of the room while no worker listened; the relay still has the key (its tab is gone, the
+  // key waits out its reconnect grace).
+  await sleep(2000);
+  assert.notEqual((await relay.keyState(otherKey)).status, 404);
+  const back = Date.now();
+  worker = await startWorkerHere({ WORKER_ROOM_SYNC_SECS: '300' });
+  await waitFor('the key to be revoked', 15000, async () => (await relay.keyState(otherKey)).status === 404, 100);
+  timings.leftWhileDownRevokedMs = Date.now() - back;
+  assert.equal((await workerSessions()).find((s) => s.key === fp(otherKey)), undefined);
+  // The first tab's session was kept through all this.
+  assert.ok((await workerSessions()).find((s) => s.key === fp(apiKey)));
+});
+
 test('closing the tab: LiveKit says participant_left, the worker revokes the key, the relay answers unknown_key', async () => {
   const closed = Date.now();
   await page.close({ runBeforeUnload: true });
