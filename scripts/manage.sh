@@ -521,14 +521,14 @@ cmd_test() {
   (cd "$ROOT/web" && node --test --test-reporter=spec test/ops/) 2>&1 | tee "$out/ops.txt" || rc=$?
   # One closing line for the whole run: Rust, Python and Node counts together.
   local cp cf np nf pp pf f
-  cp=$(grep -oE '^test result: [a-zA-Z]+\. [0-9]+ passed' "$out/cargo.txt" | awk '{s+=$4} END {print s+0}')
-  cf=$(grep -oE '[0-9]+ failed' "$out/cargo.txt" | awk '{s+=$1} END {print s+0}')
+  cp=$({ grep -oE '^test result: [a-zA-Z]+\. [0-9]+ passed' "$out/cargo.txt" || true; } | awk '{s+=$4} END {print s+0}')
+  cf=$({ grep -oE '[0-9]+ failed' "$out/cargo.txt" || true; } | awk '{s+=$1} END {print s+0}')
   # pytest's closing line: "N passed[, M failed][, …] in Xs".
-  pp=$(tail -n 1 "$out/py.txt" | grep -oE '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
-  pf=$(tail -n 1 "$out/py.txt" | grep -oE '[0-9]+ (failed|error|errors)' | awk '{s+=$1} END {print s+0}')
+  pp=$(tail -n 1 "$out/py.txt" | { grep -oE '[0-9]+ passed' || true; } | awk '{s+=$1} END {print s+0}')
+  pf=$(tail -n 1 "$out/py.txt" | { grep -oE '[0-9]+ (failed|error|errors)' || true; } | awk '{s+=$1} END {print s+0}')
   ((pp + pf > 0)) || pf=$((pf + 1))
-  np=$(cat "$out"/{node,voice,mcp,soak,ops}.txt | grep -oE '^ℹ pass [0-9]+' | awk '{s+=$3} END {print s+0}')
-  nf=$(cat "$out"/{node,voice,mcp,soak,ops}.txt | grep -oE '^ℹ fail [0-9]+' | awk '{s+=$3} END {print s+0}')
+  np=$(cat "$out"/{node,voice,mcp,soak,ops}.txt | { grep -oE '^ℹ pass [0-9]+' || true; } | awk '{s+=$3} END {print s+0}')
+  nf=$(cat "$out"/{node,voice,mcp,soak,ops}.txt | { grep -oE '^ℹ fail [0-9]+' || true; } | awk '{s+=$3} END {print s+0}')
   # No summary at all means a runner died before reporting: count that as a failure.
   for f in node voice mcp soak ops; do
     grep -qE '^ℹ fail' "$out/$f.txt" || nf=$((nf + 1))
