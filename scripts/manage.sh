@@ -513,6 +513,9 @@ cmd_test() {
   (RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" TEST_LOG_DIR="$ROOT/test-logs" \
     "$ROOT/agent-worker/mcp-conformance/run.sh") 2>&1 | tee "$out/mcp.txt" || { rc=1; printf 'ℹ fail 1\n' >>"$out/mcp.txt"; }
   grep -q '^ℹ fail' "$out/mcp.txt" || printf 'ℹ pass 1\nℹ fail 0\n' >>"$out/mcp.txt"
+  say "== API contract: generated requests against the relay's and the worker's /openapi.json (schemathesis, every check)"
+  (TEST_LOG_DIR="$ROOT/test-logs" "$ROOT/tests-api/run.sh") 2>&1 | tee "$out/api.txt" || rc=1
+  grep -oE '^schemathesis: [0-9]+ passed, [0-9]+ failed' "$out/api.txt" | awk '{print "ℹ pass " $2; print "ℹ fail " $4}' >>"$out/api.txt"
   say "== soak, one minute (tabs churning while agents call, one node and three on Redis)"
   (node "$ROOT/scripts/soak.mjs" --minutes 0.5 --nodes both --bin "$ROOT/target/debug/relay") 2>&1 | tee "$out/soak.txt" || rc=1
   if grep -q '^soak: passed' "$out/soak.txt"; then printf 'ℹ pass 1\nℹ fail 0\n' >>"$out/soak.txt"; else printf 'ℹ fail 1\n' >>"$out/soak.txt"; fi
@@ -527,10 +530,10 @@ cmd_test() {
   pp=$(tail -n 1 "$out/py.txt" | { grep -oE '[0-9]+ passed' || true; } | awk '{s+=$1} END {print s+0}')
   pf=$(tail -n 1 "$out/py.txt" | { grep -oE '[0-9]+ (failed|error|errors)' || true; } | awk '{s+=$1} END {print s+0}')
   ((pp + pf > 0)) || pf=$((pf + 1))
-  np=$(cat "$out"/{node,voice,mcp,soak,ops}.txt | { grep -oE '^ℹ pass [0-9]+' || true; } | awk '{s+=$3} END {print s+0}')
-  nf=$(cat "$out"/{node,voice,mcp,soak,ops}.txt | { grep -oE '^ℹ fail [0-9]+' || true; } | awk '{s+=$3} END {print s+0}')
+  np=$(cat "$out"/{node,voice,mcp,api,soak,ops}.txt | { grep -oE '^ℹ pass [0-9]+' || true; } | awk '{s+=$3} END {print s+0}')
+  nf=$(cat "$out"/{node,voice,mcp,api,soak,ops}.txt | { grep -oE '^ℹ fail [0-9]+' || true; } | awk '{s+=$3} END {print s+0}')
   # No summary at all means a runner died before reporting: count that as a failure.
-  for f in node voice mcp soak ops; do
+  for f in node voice mcp api soak ops; do
     grep -qE '^ℹ fail' "$out/$f.txt" || nf=$((nf + 1))
   done
   rm -rf "$out"

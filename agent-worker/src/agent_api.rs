@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -16,7 +17,7 @@ use axum::routing::{get, post};
 use relay_wire::{headers, is_api_key};
 use serde_json::{Value, json};
 
-use crate::webhooks::{ServeState, error};
+use crate::webhooks::{ErrorAnswer, ServeState, body_or_error, error};
 
 pub fn routes() -> Router<Arc<ServeState>> {
     Router::new()
@@ -54,29 +55,110 @@ pub fn routing_key(headers: &HeaderMap) -> Result<String, &'static str> {
     }
 }
 
-async fn list_tools(State(state): State<Arc<ServeState>>, headers: HeaderMap) -> Response {
+/// The instructions and tools of the key's session in its current mode (the session opens on
+/// the first request for a key).
+#[utoipa::path(
+    get,
+    path = "/agent/tools",
+    tag = "agent",
+    operation_id = "listTools",
+    params(crate::openapi::VoiceAgentKey),
+    security(("agent_secret" = [])),
+    responses(
+        (status = 200, description = "The session's mode, instructions and tools", body = crate::Offer),
+        (status = 400, description = "`invalid_request`: X-Voice-Agent-Key missing or not a key", body = ErrorAnswer),
+        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorAnswer),
+    )
+)]
+pub(crate) async fn list_tools(
+    State(state): State<Arc<ServeState>>,
+    headers: HeaderMap,
+) -> Response {
     match authorize(&state, &headers) {
         Ok(key) => axum::Json(state.worker.offer(&key)).into_response(),
         Err(response) => response,
     }
 }
 
-async fn call_tool(
+/// The answer to `POST /agent/tools/{name}`: the tool's result or its failure as a sentence a
+/// model can speak, and the session's mode afterwards.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentAnswer {
+    pub ok: bool,
+    /// The tool's answer (`ok` true).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub result: Option<Value>,
+    /// Why it failed (`ok` false): `tab_offline`, `timeout`, `tool_failed`,
+    /// `invalid_arguments`, `tool_not_allowed`, `unknown_tool`, `unknown_key`, …
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<AgentFailure>,
+    /// The session's mode after the call.
+    pub mode: String,
+    /// Whether the call changed the mode.
+    pub mode_changed: bool,
+}
+
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct AgentFailure {
+    pub code: String,
+    /// A sentence the voice model can say.
+    pub message: String,
+}
+
+/// Runs one tool for the key's session: a UI tool through the relay (arguments checked
+/// against its schema first) or a mode change `enter_<mode>`. A tool's failure is a 200 with
+/// `ok: false`.
+#[utoipa::path(
+    post,
+    path = "/agent/tools/{name}",
+    tag = "agent",
+    operation_id = "callTool",
+    params(
+        ("name" = String, Path, description = "The tool, as `GET /agent/tools` lists it"),
+        crate::openapi::VoiceAgentKey,
+        ("Idempotency-Key" = Option<String>, Header, pattern = "^[\\x21-\\x7E]{1,128}$",
+            description = "Passed on to the relay: a retried call is emitted once"),
+    ),
+    request_body(content = Option<Object>, content_type = "application/json",
+        description = "The tool's arguments; an empty body or `null` is `{}`"),
+    security(("agent_secret" = [])),
+    responses(
+        (status = 200, description = "The tool's outcome and the session's mode", body = AgentAnswer),
+        (status = 400, description = "`invalid_request`: X-Voice-Agent-Key missing or not a key, a body that is not a JSON object, a bad Idempotency-Key", body = ErrorAnswer),
+        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorAnswer),
+        (status = 413, description = "`payload_too_large`: over 1 MiB", body = ErrorAnswer),
+    )
+)]
+pub(crate) async fn call_tool(
     State(state): State<Arc<ServeState>>,
-    Path(name): Path<String>,
+    name: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let key = match authorize(&state, &headers) {
         Ok(key) => key,
+        Err(response) => return response,
+    };
+    let Ok(Path(name)) = name else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "the tool name in the path is not valid UTF-8",
+        );
+    };
+    let body = match body_or_error(body) {
+        Ok(body) => body,
         Err(response) => return response,
     };
     let args: Value = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
         match serde_json::from_slice(&body) {
-            Ok(v) => v,
-            Err(_) => {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(Value::Null) => json!({}),
+            _ => {
                 return error(
                     StatusCode::BAD_REQUEST,
                     "invalid_request",
@@ -105,12 +187,22 @@ async fn call_tool(
         .worker
         .agent_call_with(&key, &name, &args, idempotency_key)
         .await;
-    let body = match outcome.result {
-        Ok(result) => json!({"ok": true, "result": result}),
-        Err(e) => json!({"ok": false, "error": {"code": e.code, "message": e.speech()}}),
+    let (result, error) = match outcome.result {
+        Ok(result) => (Some(result), None),
+        Err(e) => (
+            None,
+            Some(AgentFailure {
+                message: e.speech(),
+                code: e.code,
+            }),
+        ),
     };
-    let mut body = body;
-    body["mode"] = json!(outcome.mode);
-    body["modeChanged"] = json!(outcome.mode_changed);
-    axum::Json(body).into_response()
+    axum::Json(AgentAnswer {
+        ok: error.is_none(),
+        result,
+        error,
+        mode: outcome.mode,
+        mode_changed: outcome.mode_changed,
+    })
+    .into_response()
 }

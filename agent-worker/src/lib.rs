@@ -55,6 +55,7 @@ pub mod config;
 pub mod demo;
 pub mod mcp;
 pub mod modes;
+pub mod openapi;
 pub mod rooms;
 pub mod sessions;
 pub mod tools;
@@ -118,19 +119,23 @@ impl Worker {
 
 /// A tool as an agent is offered it in a session's current mode: a UI tool of the registry or a
 /// mode change (`enter_<mode>`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OfferedTool {
     pub name: String,
     pub description: String,
+    /// The arguments' JSON Schema.
+    #[schema(value_type = Object)]
     pub parameters: Value,
+    /// The answer's JSON Schema, for tools that answer with a shape.
+    #[schema(value_type = Option<Object>)]
     pub output_schema: Option<Value>,
     pub await_result: bool,
     pub timeout_ms: Option<u64>,
 }
 
 /// What an agent runs with in a session's current mode: its instructions and its tools.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Offer {
     pub mode: String,

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header, request::Parts};
+use axum::http::{HeaderValue, Method, StatusCode, header, request::Parts};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use relay_wire::Fp;
@@ -102,13 +102,79 @@ pub fn service(
     );
     axum::routing::Router::new()
         .fallback_service(mcp)
+        .layer(middleware::from_fn(jsonrpc_errors))
         .layer(middleware::from_fn_with_state(state, guard))
+}
+
+/// Largest error body of rmcp's that is turned into a JSON-RPC error.
+const MAX_ERROR_TEXT: usize = 16 * 1024;
+
+/// rmcp answers some refusals (406, 405, 415, 413, a missing or unknown session, an internal
+/// fault) with plain text or no content type at all; this turns each into a JSON-RPC error
+/// (`application/json`, same status, rmcp's text as its message), so every failure of `/mcp`
+/// has one shape. Successful answers and streams pass untouched.
+async fn jsonrpc_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if response.status().as_u16() < 400 || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = match axum::body::to_bytes(body, MAX_ERROR_TEXT).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    // rmcp answers a body that is not a JSON-RPC message with 415, as if its media type were
+    // wrong; it is a bad request (JSON-RPC's parse error or invalid request).
+    let mut code = INVALID_REQUEST;
+    if parts.status == StatusCode::UNSUPPORTED_MEDIA_TYPE && text.starts_with("fail to deserialize")
+    {
+        parts.status = StatusCode::BAD_REQUEST;
+        code = PARSE_ERROR;
+    }
+    let message = if text.is_empty() {
+        parts
+            .status
+            .canonical_reason()
+            .unwrap_or("refused")
+            .to_owned()
+    } else {
+        text
+    };
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": message},
+    });
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Response::from_parts(parts, Body::from(body.to_string()))
 }
 
 /// Refuses, before the MCP service sees it, a request without one of the agent secrets (401)
 /// or without a well-formed `X-Voice-Agent-Key` (400). Both answers are JSON-RPC errors, which
 /// MCP clients show with their message.
 async fn guard(State(state): State<Arc<ServeState>>, request: Request, next: Next) -> Response {
+    // A method MCP does not use is refused as such, whoever asks.
+    if ![Method::GET, Method::POST, Method::DELETE].contains(request.method()) {
+        let mut response = refusal(
+            request,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Method Not Allowed: /mcp takes GET, POST and DELETE",
+        )
+        .await;
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+        return response;
+    }
     if !state.agent_authorized(request.headers()) {
         let mut response = refusal(
             request,
@@ -127,8 +193,96 @@ async fn guard(State(state): State<Arc<ServeState>>, request: Request, next: Nex
     next.run(request).await
 }
 
+/// The HTTP surface of `/mcp`, for the OpenAPI document: the operations rmcp serves behind
+/// [`guard`]. The JSON-RPC messages themselves are MCP's (opaque objects here).
+pub mod http_surface {
+    use crate::openapi::{JsonRpcError, McpHeaders, McpSessionHeaders};
+
+    /// Sends one JSON-RPC message (a request, a notification or a response). A request is
+    /// answered with one JSON-RPC message, as JSON or as an SSE stream; a notification or a
+    /// response is accepted with 202. `initialize` without `Mcp-Session-Id` opens an MCP
+    /// session, whose id comes back in `Mcp-Session-Id`.
+    #[utoipa::path(
+        post,
+        path = "/mcp",
+        tag = "mcp",
+        operation_id = "mcpPost",
+        params(McpHeaders),
+        request_body(content = Object, content_type = "application/json",
+            description = "One JSON-RPC 2.0 message of MCP"),
+        security(("agent_secret" = [])),
+        responses(
+            (status = 200, description = "The answer: one JSON-RPC message, as JSON or as an SSE stream",
+                headers(("Mcp-Session-Id" = String, description = "The MCP session opened by `initialize`")),
+                content(
+                    (Object = "application/json"),
+                    (String = "text/event-stream"),
+                )),
+            (status = 202, description = "A notification or a response, accepted"),
+            (status = 400, description = "X-Voice-Agent-Key missing or not a key; not a JSON-RPC message (-32700); a request other than `initialize` without `Mcp-Session-Id`; a header that contradicts the message", body = JsonRpcError),
+            (status = 401, description = "Missing or wrong agent secret", body = JsonRpcError,
+                headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+            (status = 403, description = "A `Host` or `Origin` that is not allowed", body = JsonRpcError),
+            (status = 404, description = "An unknown or closed MCP session; an unknown method", body = JsonRpcError),
+            (status = 406, description = "`Accept` lacks application/json or text/event-stream", body = JsonRpcError),
+            (status = 405, description = "A method other than GET, POST and DELETE", body = JsonRpcError,
+                headers(("Allow" = String, description = "`GET, POST, DELETE`"))),
+            (status = 413, description = "The message is over 256 KiB", body = JsonRpcError),
+            (status = 415, description = "Not `Content-Type: application/json`", body = JsonRpcError),
+        )
+    )]
+    #[allow(dead_code)]
+    fn post() {}
+
+    /// Opens the session's stream of server messages (`notifications/tools/list_changed`).
+    #[utoipa::path(
+        get,
+        path = "/mcp",
+        tag = "mcp",
+        operation_id = "mcpStream",
+        params(McpSessionHeaders),
+        security(("agent_secret" = [])),
+        responses(
+            (status = 200, description = "The session's SSE stream", content_type = "text/event-stream", body = String),
+            (status = 400, description = "X-Voice-Agent-Key missing or not a key; no `Mcp-Session-Id`", body = JsonRpcError),
+            (status = 401, description = "Missing or wrong agent secret", body = JsonRpcError,
+                headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+            (status = 403, description = "A `Host` or `Origin` that is not allowed", body = JsonRpcError),
+            (status = 404, description = "An unknown or closed MCP session", body = JsonRpcError),
+            (status = 406, description = "`Accept` lacks text/event-stream", body = JsonRpcError),
+            (status = 409, description = "The session already has its stream open", body = JsonRpcError),
+        )
+    )]
+    #[allow(dead_code)]
+    fn get() {}
+
+    /// Closes the MCP session.
+    #[utoipa::path(
+        delete,
+        path = "/mcp",
+        tag = "mcp",
+        operation_id = "mcpClose",
+        params(McpSessionHeaders),
+        security(("agent_secret" = [])),
+        responses(
+            (status = 200, description = "Closed"),
+            (status = 202, description = "Closed"),
+            (status = 204, description = "Closed"),
+            (status = 400, description = "X-Voice-Agent-Key missing or not a key; no `Mcp-Session-Id`", body = JsonRpcError),
+            (status = 401, description = "Missing or wrong agent secret", body = JsonRpcError,
+                headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+            (status = 403, description = "A `Host` or `Origin` that is not allowed", body = JsonRpcError),
+            (status = 404, description = "An unknown or closed MCP session", body = JsonRpcError),
+        )
+    )]
+    #[allow(dead_code)]
+    fn delete() {}
+}
+
 /// JSON-RPC "invalid request".
 const INVALID_REQUEST: i32 = -32600;
+/// JSON-RPC "parse error": the body is not a JSON-RPC message.
+const PARSE_ERROR: i32 = -32700;
 
 /// A JSON-RPC error answering the request's message (its `id` when the body has one).
 async fn refusal(request: Request, status: StatusCode, message: &str) -> Response {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -128,20 +129,77 @@ pub fn router(state: Arc<ServeState>) -> Router {
         .route("/vapi/webhook", post(vapi_webhook))
         .route("/sessions", get(sessions))
         .merge(crate::agent_api::routes())
-        .route(
-            "/healthz",
-            get(|| async { axum::Json(json!({"ok": true})) }),
-        )
+        .route("/healthz", get(healthz))
+        .route("/openapi.json", get(crate::openapi::openapi_json))
         .layer(DefaultBodyLimit::max(MAX_WEBHOOK_BYTES))
         .with_state(state)
 }
 
+/// `{"ok":false,"error":{"code","message"}}`: every failure of the worker's own HTTP routes
+/// (`/mcp` answers JSON-RPC errors instead).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorAnswer {
+    #[schema(schema_with = relay_wire::openapi::always_false)]
+    ok: bool,
+    error: ErrorDetail,
+}
+
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    /// `invalid_request`, `unauthorized`, `payload_too_large` or `not_configured`.
+    code: String,
+    /// What to fix, in a sentence.
+    message: String,
+}
+
+/// `{"ok":true}`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct OkAnswer {
+    #[schema(schema_with = relay_wire::openapi::always_true)]
+    ok: bool,
+}
+
 pub(crate) fn error(status: StatusCode, code: &str, message: &str) -> Response {
-    (
-        status,
-        axum::Json(json!({"ok": false, "error": {"code": code, "message": message}})),
-    )
-        .into_response()
+    let answer = ErrorAnswer {
+        ok: false,
+        error: ErrorDetail {
+            code: code.to_owned(),
+            message: message.to_owned(),
+        },
+    };
+    (status, axum::Json(answer)).into_response()
+}
+
+/// The request body, or the error answer for one that could not be read (over the limit: 413).
+#[allow(clippy::result_large_err)]
+pub(crate) fn body_or_error(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Response> {
+    body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "the request body is over the limit",
+            )
+        } else {
+            error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "the request body could not be read",
+            )
+        }
+    })
+}
+
+/// Alive: the process answers.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "operations",
+    operation_id = "healthz",
+    responses((status = 200, description = "Alive", body = OkAnswer)),
+)]
+pub(crate) async fn healthz() -> axum::Json<OkAnswer> {
+    axum::Json(OkAnswer { ok: true })
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -160,11 +218,34 @@ pub(crate) fn key_of(participant: Option<&livekit_protocol::ParticipantInfo>) ->
     is_api_key(&parsed.api_key).then_some(parsed.api_key)
 }
 
-async fn livekit_webhook(
+/// A LiveKit webhook event (`participant_joined` opens the key's session; `participant_left`,
+/// `participant_connection_aborted` and `room_finished` close it and revoke the key at the
+/// relay). It changes nothing unless the `Authorization` JWT verifies with the LiveKit API
+/// secret and its `sha256` claim is the body's digest.
+#[utoipa::path(
+    post,
+    path = "/livekit/webhook",
+    tag = "webhooks",
+    operation_id = "livekitWebhook",
+    request_body(content = Object, content_type = "application/webhook+json",
+        description = "LiveKit's WebhookEvent, as LiveKit sends it"),
+    security(("livekit_webhook" = [])),
+    responses(
+        (status = 200, description = "Taken", body = OkAnswer),
+        (status = 400, description = "`invalid_request`: the body is not UTF-8 or could not be read", body = ErrorAnswer),
+        (status = 401, description = "`unauthorized`: the signature does not verify", body = ErrorAnswer),
+        (status = 413, description = "`payload_too_large`: over 1 MiB", body = ErrorAnswer),
+    )
+)]
+pub(crate) async fn livekit_webhook(
     State(state): State<Arc<ServeState>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body_or_error(body) {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
     // LiveKit sends the raw JWT; a `Bearer ` prefix (some proxies add one) is tolerated.
     let auth = headers
         .get(header::AUTHORIZATION)
@@ -224,7 +305,7 @@ async fn livekit_webhook(
         }
         _ => {}
     }
-    axum::Json(json!({"ok": true})).into_response()
+    axum::Json(OkAnswer { ok: true }).into_response()
 }
 
 /// Revokes a key whose participant left: the tab is told and the key can do nothing more.
@@ -288,10 +369,48 @@ pub fn vapi_calls(message: &Value) -> Vec<VapiCall> {
         .collect()
 }
 
-async fn vapi_webhook(
+/// The fields of a Vapi message that the webhook reads must have their types: `type` a string,
+/// `call` an object, `toolCallList` and `toolCalls` arrays of objects (each may be absent or
+/// null).
+fn vapi_message_shape(message: &Value) -> Result<(), &'static str> {
+    let field = |name: &str| message.get(name).filter(|v| !v.is_null());
+    if field("type").is_some_and(|v| !v.is_string()) {
+        return Err("message.type must be a string");
+    }
+    if field("call").is_some_and(|v| !v.is_object()) {
+        return Err("message.call must be an object");
+    }
+    let list_of_objects = |v: &Value| v.as_array().is_some_and(|a| a.iter().all(Value::is_object));
+    if field("toolCallList").is_some_and(|v| !list_of_objects(v))
+        || field("toolCalls").is_some_and(|v| !list_of_objects(v))
+    {
+        return Err("message.toolCallList and message.toolCalls must be arrays of objects");
+    }
+    Ok(())
+}
+
+/// Vapi's server-URL messages: `tool-calls` runs each call through the relay (the key in
+/// `message.call.metadata.apiKey`) and answers its results in order; `end-of-call-report`
+/// closes the session; other types are acknowledged with `{}`.
+#[utoipa::path(
+    post,
+    path = "/vapi/webhook",
+    tag = "webhooks",
+    operation_id = "vapiWebhook",
+    request_body(content = crate::openapi::VapiEnvelope, content_type = "application/json"),
+    security(("vapi_secret" = []), ("vapi_bearer" = [])),
+    responses(
+        (status = 200, description = "The calls' results in order (`{}` for a message that is not `tool-calls`)", body = VapiResults),
+        (status = 400, description = "`invalid_request`: not JSON, no `message` object, or a field of it with another type", body = ErrorAnswer),
+        (status = 401, description = "`unauthorized`: missing or wrong Vapi secret", body = ErrorAnswer),
+        (status = 413, description = "`payload_too_large`: over 1 MiB", body = ErrorAnswer),
+        (status = 503, description = "`not_configured`: VAPI_SECRET is not set, the webhook is off", body = ErrorAnswer),
+    )
+)]
+pub(crate) async fn vapi_webhook(
     State(state): State<Arc<ServeState>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let Some(known) = &state.vapi_secret else {
         return error(
@@ -311,6 +430,10 @@ async fn vapi_webhook(
             "missing or wrong Vapi secret",
         );
     }
+    let body = match body_or_error(body) {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
     let Ok(envelope) = serde_json::from_slice::<Value>(&body) else {
         return error(
             StatusCode::BAD_REQUEST,
@@ -318,13 +441,16 @@ async fn vapi_webhook(
             "body is not JSON",
         );
     };
-    let Some(message) = envelope.get("message") else {
+    let Some(message) = envelope.get("message").filter(|m| m.is_object()) else {
         return error(
             StatusCode::BAD_REQUEST,
             "invalid_request",
-            "body has no message",
+            "body has no message object",
         );
     };
+    if let Err(problem) = vapi_message_shape(message) {
+        return error(StatusCode::BAD_REQUEST, "invalid_request", problem);
+    }
     let key = message
         .pointer("/call/metadata/apiKey")
         .and_then(Value::as_str)
@@ -342,9 +468,9 @@ async fn vapi_webhook(
             if let Some(key) = &key {
                 sessions.close(key, "end-of-call-report");
             }
-            return axum::Json(json!({})).into_response();
+            return axum::Json(VapiResults::default()).into_response();
         }
-        _ => return axum::Json(json!({})).into_response(),
+        _ => return axum::Json(VapiResults::default()).into_response(),
     }
 
     if let Some(key) = &key {
@@ -370,16 +496,58 @@ async fn vapi_webhook(
             }
         };
         results.push(match outcome {
-            Ok(value) => json!({"toolCallId": call.id, "result": single_line(&value.to_string())}),
-            Err(err) => json!({"toolCallId": call.id, "error": err.to_line()}),
+            Ok(value) => VapiResult {
+                tool_call_id: call.id,
+                result: Some(single_line(&value.to_string())),
+                error: None,
+            },
+            Err(err) => VapiResult {
+                tool_call_id: call.id,
+                result: None,
+                error: Some(err.to_line()),
+            },
         });
     }
-    axum::Json(json!({ "results": results })).into_response()
+    axum::Json(VapiResults {
+        results: Some(results),
+    })
+    .into_response()
+}
+
+/// The answer to a Vapi message: `{"results":[…]}` for `tool-calls`, `{}` otherwise.
+#[derive(Debug, Default, serde::Serialize, utoipa::ToSchema)]
+pub struct VapiResults {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub results: Option<Vec<VapiResult>>,
+}
+
+/// One call's outcome, as Vapi reads it: `result` or `error`, each a single line.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VapiResult {
+    pub tool_call_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 // ---- sessions ---------------------------------------------------------------------------------
 
-async fn sessions(State(state): State<Arc<ServeState>>, headers: HeaderMap) -> Response {
+/// The open sessions: key, room, identity, source, mode, age, mode changes, per-tool call
+/// statistics.
+#[utoipa::path(
+    get,
+    path = "/sessions",
+    tag = "operations",
+    operation_id = "sessions",
+    security(("agent_secret" = [])),
+    responses(
+        (status = 200, description = "The open sessions", body = crate::openapi::SessionList),
+        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorAnswer),
+    )
+)]
+pub(crate) async fn sessions(State(state): State<Arc<ServeState>>, headers: HeaderMap) -> Response {
     if !state.agent_authorized(&headers) {
         return error(
             StatusCode::UNAUTHORIZED,

@@ -12,8 +12,8 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 use bytes::Bytes;
 use relay_wire::{
-    ErrorCode, KeyState, KeyStatus, RevokeReason, RevokeResponse, TokenRequest, ToolCallRequest,
-    ToolCallResponse, headers, is_api_key, is_tool_name,
+    ErrorBody, ErrorCode, KeyState, KeyStatus, RevokeReason, RevokeResponse, TokenRequest,
+    TokenResponse, ToolCallRequest, ToolCallResponse, headers, is_api_key, is_tool_name,
 };
 
 use crate::App;
@@ -36,6 +36,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/openapi.json", get(crate::openapi::openapi_json))
         .layer(Extension(Arc::new(calls::Running::default())))
 }
 
@@ -44,6 +45,35 @@ pub fn routes() -> Router<Arc<App>> {
 use crate::config::TokenMode;
 use crate::tokens::{Caller, Subject};
 
+/// Mints a LiveKit token for one tab, with a fresh routing key in its metadata.
+///
+/// Who may ask depends on the relay's token mode (`RELAY_TOKEN_MODE`): `issuer` (the default)
+/// wants an issuer secret, `app-jwt` the app's session JWT of the user, and `open` (development
+/// only) nothing. `roomName` and `identity` may be chosen by the issuer only; the other modes
+/// answer 400 when they are set. Issuance from browsers (app-jwt, open) is rate limited per client
+/// address; a refused credential counts against that budget too.
+#[utoipa::path(
+    post,
+    path = "/token",
+    tag = "token",
+    operation_id = "mintToken",
+    request_body(
+        content = Option<TokenRequest>,
+        content_type = "application/json",
+        description = "Optional; an empty body asks for a token with the defaults."
+    ),
+    security(("issuer_secret" = []), ("app_jwt" = []), ()),
+    responses(
+        (status = 200, description = "A token for one tab", body = TokenResponse,
+            headers(("Cache-Control" = String, description = "`no-store`"))),
+        (status = 400, description = "`invalid_request`: not a JSON object, an unknown or mistyped field, a name too long or with control characters, a room name with other characters, or a field this mode does not let the caller choose", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the mode's credential is missing or wrong", body = ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 413, description = "`payload_too_large`: the body is over the limit", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: this client address asked for too many tokens", body = ErrorBody),
+        (status = 503, description = "`shutting_down`: the relay is draining; `unavailable`: several nodes and Redis unreachable", body = ErrorBody),
+    )
+)]
 async fn token_post(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -63,6 +93,24 @@ async fn token_post(
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
+/// [`token_post`] for the seed's frontend: the same fields as query parameters.
+#[utoipa::path(
+    get,
+    path = "/token",
+    tag = "token",
+    operation_id = "mintTokenGet",
+    params(TokenRequest),
+    security(("issuer_secret" = []), ("app_jwt" = []), ()),
+    responses(
+        (status = 200, description = "A token for one tab", body = TokenResponse,
+            headers(("Cache-Control" = String, description = "`no-store`"))),
+        (status = 400, description = "`invalid_request`: an unknown or mistyped parameter, a name too long or with control characters, a room name with other characters, or a field this mode does not let the caller choose", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the mode's credential is missing or wrong", body = ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 429, description = "`rate_limited`: this client address asked for too many tokens", body = ErrorBody),
+        (status = 503, description = "`shutting_down`: the relay is draining; `unavailable`: several nodes and Redis unreachable", body = ErrorBody),
+    )
+)]
 async fn token_get(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -262,6 +310,35 @@ fn short(err: &serde_json::Error) -> String {
     text
 }
 
+/// Sends one tool call to the tab bound to `apiKey`: fire-and-forget, or awaited
+/// (`awaitResult`) with the tab's answer as `result`. A call to an offline key waits, within its
+/// timeout, for the tab to come back.
+#[utoipa::path(
+    post,
+    path = "/api/voice-agent/tool-call",
+    tag = "agent",
+    operation_id = "toolCall",
+    params(
+        ("Idempotency-Key" = Option<String>, Header, pattern = "^[\\x21-\\x7E]{1,255}$",
+            description = "Retry key: a repeat for the same key within 5 minutes gets the first call's outcome and emits nothing new; a different request under the same Idempotency-Key is refused (400)"),
+    ),
+    request_body(content = ToolCallRequest, content_type = "application/json"),
+    security(("agent_secret" = [])),
+    responses(
+        (status = 200, description = "Delivered (and answered, when awaited)", body = ToolCallResponse),
+        (status = 400, description = "`invalid_request`: malformed JSON, a missing field, a bad `apiKey`, `toolName` or `timeoutMs`, a bad or reused Idempotency-Key", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 404, description = "`unknown_key`: never issued, expired, revoked or removed", body = ErrorBody),
+        (status = 409, description = "`tab_offline`: no tab came back within the call's timeout", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`: the body is over the limit (default 64 KiB)", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: the key's in-flight calls or the agent's call rate are spent", body = ErrorBody),
+        (status = 500, description = "`internal`: the first call with this Idempotency-Key was lost", body = ErrorBody),
+        (status = 502, description = "`tool_failed`: the tab answered with an error; `no_handler`: the tab has no handler for the tool", body = ErrorBody),
+        (status = 503, description = "`shutting_down`: the relay is draining; `unavailable`: several nodes and Redis unreachable", body = ErrorBody),
+        (status = 504, description = "`timeout`: the tab did not answer in time", body = ErrorBody),
+    )
+)]
 async fn tool_call(State(app): State<Arc<App>>, request: Request<Body>) -> Response {
     match tool_call_inner(app, request).await {
         Ok(response) => response,
@@ -447,6 +524,25 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
 /// `POST /api/voice-agent/tool-call/cancel` with the call's `Idempotency-Key` and
 /// `{"apiKey"}`: ends that call if it still runs on this node (the tab is told
 /// `voice-agent:cancel`). `{"ok":true,"cancelled":false}` when no such call runs here.
+#[utoipa::path(
+    post,
+    path = "/api/voice-agent/tool-call/cancel",
+    tag = "agent",
+    operation_id = "cancelToolCall",
+    params(
+        ("Idempotency-Key" = String, Header, pattern = "^[\\x21-\\x7E]{1,255}$",
+            description = "The Idempotency-Key the call was sent with"),
+    ),
+    request_body(content = CancelRequest, content_type = "application/json"),
+    security(("agent_secret" = [])),
+    responses(
+        (status = 200, description = "`cancelled`: whether such a call was running on this node and is now ended", body = CancelResponse),
+        (status = 400, description = "`invalid_request`: no valid Idempotency-Key, malformed JSON, a bad `apiKey`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 413, description = "`payload_too_large`: the body is over the limit", body = ErrorBody),
+    )
+)]
 async fn tool_call_cancel(State(app): State<Arc<App>>, request: Request) -> Response {
     match tool_call_cancel_inner(app, request).await {
         Ok(response) => response,
@@ -454,10 +550,22 @@ async fn tool_call_cancel(State(app): State<Arc<App>>, request: Request) -> Resp
     }
 }
 
-#[derive(serde::Deserialize)]
+/// `POST /api/voice-agent/tool-call/cancel` body.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-struct CancelRequest {
+pub struct CancelRequest {
+    /// The key the call was sent to.
+    #[schema(pattern = "^va_[0-9a-f]{64}$")]
     api_key: String,
+}
+
+/// `POST /api/voice-agent/tool-call/cancel` answer.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct CancelResponse {
+    #[schema(schema_with = relay_wire::openapi::always_true)]
+    ok: bool,
+    /// True when the call was running on this node and is now cancelled.
+    cancelled: bool,
 }
 
 async fn tool_call_cancel_inner(app: Arc<App>, request: Request) -> Result<Response, ApiError> {
@@ -479,7 +587,10 @@ async fn tool_call_cancel_inner(app: Arc<App>, request: Request) -> Result<Respo
     tracing::info!(key = %Fp(&req.api_key), cancelled, "tool call cancel");
     Ok(json_response(
         StatusCode::OK,
-        encode(&serde_json::json!({"ok": true, "cancelled": cancelled})),
+        encode(&CancelResponse {
+            ok: true,
+            cancelled,
+        }),
     ))
 }
 
@@ -565,6 +676,23 @@ fn key_param(api_key: &str) -> Result<(), ApiError> {
     }
 }
 
+/// The key's lifecycle state: issued, online (a tab is bound) or offline (waiting for its tab).
+#[utoipa::path(
+    get,
+    path = "/api/voice-agent/keys/{apiKey}",
+    tag = "agent",
+    operation_id = "keyStatus",
+    params(("apiKey" = String, Path, pattern = "^va_[0-9a-f]{64}$", description = "The tab's routing key")),
+    security(("agent_secret" = [])),
+    responses(
+        (status = 200, description = "The key's state", body = KeyStatus),
+        (status = 400, description = "`invalid_request`: not a key (va_ and 64 lowercase hex characters)", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 404, description = "`unknown_key`: never issued, expired, revoked or removed", body = ErrorBody),
+        (status = 503, description = "`unavailable`: several nodes and Redis unreachable", body = ErrorBody),
+    )
+)]
 async fn key_status(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -600,6 +728,24 @@ fn shared_status(api_key: &str, s: cluster::StoredStatus) -> KeyStatus {
     }
 }
 
+/// Revokes the key: its tab is told `voice-agent:revoked` and unbound, and the key can do nothing
+/// more.
+#[utoipa::path(
+    delete,
+    path = "/api/voice-agent/keys/{apiKey}",
+    tag = "agent",
+    operation_id = "revokeKey",
+    params(("apiKey" = String, Path, pattern = "^va_[0-9a-f]{64}$", description = "The tab's routing key")),
+    security(("agent_secret" = [])),
+    responses(
+        (status = 200, description = "Revoked", body = RevokeResponse),
+        (status = 400, description = "`invalid_request`: not a key (va_ and 64 lowercase hex characters)", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 404, description = "`unknown_key`: never issued, expired, revoked or removed", body = ErrorBody),
+        (status = 503, description = "`shutting_down`: the relay is draining; `unavailable`: several nodes and Redis unreachable", body = ErrorBody),
+    )
+)]
 async fn key_revoke(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -656,26 +802,65 @@ async fn revoke(app: &App, api_key: &str) -> Result<bool, ApiError> {
 
 // ---- operations ------------------------------------------------------------------------------
 
-async fn healthz() -> Response {
-    json_response(StatusCode::OK, Bytes::from_static(br#"{"ok":true}"#))
+/// `/healthz` and `/readyz` answers.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct Health {
+    ok: bool,
+    /// Why the relay is not ready: `draining` or `redis unreachable`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
 }
 
-async fn readyz(State(app): State<Arc<App>>) -> Response {
-    if app.drain.is_draining() {
-        json_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            Bytes::from_static(br#"{"ok":false,"reason":"draining"}"#),
-        )
-    } else if app.cluster.as_ref().is_some_and(|c| !c.is_healthy()) {
-        json_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            Bytes::from_static(br#"{"ok":false,"reason":"redis unreachable"}"#),
-        )
-    } else {
-        json_response(StatusCode::OK, Bytes::from_static(br#"{"ok":true}"#))
+impl Health {
+    fn response(status: StatusCode, reason: Option<&'static str>) -> Response {
+        let ok = reason.is_none();
+        json_response(status, encode(&Health { ok, reason }))
     }
 }
 
+/// Alive: the process answers.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "operations",
+    operation_id = "healthz",
+    responses((status = 200, description = "Alive", body = Health)),
+)]
+async fn healthz() -> Response {
+    Health::response(StatusCode::OK, None)
+}
+
+/// Ready to serve: false while draining, or (several nodes) while Redis is unreachable.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "operations",
+    operation_id = "readyz",
+    responses(
+        (status = 200, description = "Ready", body = Health),
+        (status = 503, description = "Not ready, with the reason", body = Health),
+    ),
+)]
+async fn readyz(State(app): State<Arc<App>>) -> Response {
+    if app.drain.is_draining() {
+        Health::response(StatusCode::SERVICE_UNAVAILABLE, Some("draining"))
+    } else if app.cluster.as_ref().is_some_and(|c| !c.is_healthy()) {
+        Health::response(StatusCode::SERVICE_UNAVAILABLE, Some("redis unreachable"))
+    } else {
+        Health::response(StatusCode::OK, None)
+    }
+}
+
+/// Prometheus metrics (OpenMetrics text): connected tabs, bound keys, tool calls by outcome,
+/// round-trip latency.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    operation_id = "metrics",
+    responses((status = 200, description = "OpenMetrics text", body = String,
+        content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8")),
+)]
 async fn metrics(State(app): State<Arc<App>>) -> Response {
     // Counted at scrape time from the sockets themselves, so the gauge cannot drift.
     if let Some(io) = app.io.get() {

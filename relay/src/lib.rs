@@ -15,6 +15,7 @@ pub mod healthcheck;
 pub mod idempotency;
 pub mod keys;
 pub mod metrics;
+pub mod openapi;
 pub mod shutdown;
 pub mod sockets;
 pub mod tabs;
@@ -263,7 +264,8 @@ fn finish<A: socketioxide::adapter::Adapter>(
     let mut router = api::routes();
     let web_dir = &app.config.web_dir;
     if web_dir.join("index.html").is_file() {
-        router = router.fallback_service(ServeDir::new(web_dir));
+        let files = ServeDir::new(web_dir);
+        router = router.fallback(move |request| static_file(files.clone(), request));
     } else {
         router = router.route("/", axum::routing::get(placeholder_page));
     }
@@ -320,6 +322,43 @@ pub async fn detach_request_head(mut req: axum::extract::Request) -> axum::extra
         *req.uri_mut() = uri;
     }
     req
+}
+
+/// The demo page's files. What the request's path makes impossible to open (a segment longer
+/// than the file system allows, a file used as a directory) is a 404 like any missing file,
+/// never the 500 that `ServeDir` answers for such IO errors.
+async fn static_file(
+    mut files: ServeDir,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    use std::io::ErrorKind;
+    match files.try_call(request).await {
+        // ServeDir's own 500 comes only from a redirect URI it cannot build from the request's
+        // path (a directory asked for without its trailing slash).
+        Ok(response) if response.status() == axum::http::StatusCode::INTERNAL_SERVER_ERROR => {
+            axum::http::StatusCode::NOT_FOUND.into_response()
+        }
+        Ok(response) => response.map(axum::body::Body::new),
+        Err(err)
+            if matches!(
+                err.kind(),
+                ErrorKind::InvalidFilename
+                    | ErrorKind::InvalidInput
+                    | ErrorKind::NotADirectory
+                    | ErrorKind::IsADirectory
+                    | ErrorKind::NotFound
+                    | ErrorKind::PermissionDenied
+            ) =>
+        {
+            tracing::debug!(cause = %err, "static file: no such file");
+            axum::http::StatusCode::NOT_FOUND.into_response()
+        }
+        Err(err) => {
+            tracing::error!(cause = %err, "static file could not be read");
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
 }
 
 async fn placeholder_page() -> axum::response::Html<&'static str> {

@@ -66,11 +66,17 @@ impl Subject {
     /// anonymous caller always gets a fresh room and identity of its own.
     pub fn for_request(caller: &Caller, req: &TokenRequest) -> Result<Subject, ApiError> {
         let name = validate_name("participantName", req.participant_name.as_deref())?;
-        let room = validate_name("roomName", req.room_name.as_deref())?;
+        // Spaces only (within the length limit) is no room, as if absent; any other value is
+        // checked whole (a room name has no spaces at its ends either).
+        let room = match req.room_name.as_deref() {
+            Some(room) if room.len() <= MAX_NAME_CHARS && room.bytes().all(|b| b == b' ') => None,
+            Some(room) => {
+                check_room_chars("roomName", room)?;
+                validate_name("roomName", Some(room))?
+            }
+            None => None,
+        };
         let identity = validate_identity("identity", req.identity.as_deref())?;
-        if let Some(room) = room {
-            check_room_chars("roomName", room)?;
-        }
         match caller {
             Caller::Issuer => Ok(Subject {
                 identity: identity.map(str::to_owned),
@@ -335,19 +341,21 @@ fn validate_text<'a>(
     max: usize,
 ) -> Result<Option<&'a str>, ApiError> {
     let Some(value) = value else { return Ok(None) };
-    let value = value.trim();
-    if value.is_empty() {
-        return Ok(None);
+    // The value as sent, before trimming: a line break at either end is a control character
+    // too, and spaces count toward the length (as the published schema says).
+    if value.chars().any(char::is_control) {
+        return Err(ApiError::invalid(format!(
+            "{field} contains control characters"
+        )));
     }
     if value.chars().count() > max {
         return Err(ApiError::invalid(format!(
             "{field} is longer than {max} characters"
         )));
     }
-    if value.chars().any(char::is_control) {
-        return Err(ApiError::invalid(format!(
-            "{field} contains control characters"
-        )));
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok(None);
     }
     Ok(Some(value))
 }

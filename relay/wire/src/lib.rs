@@ -110,6 +110,7 @@ pub fn is_tool_name(name: &str) -> bool {
 const RESERVED_TOOL_NAMES: &[&str] = &["register", "revoked", "cancel"];
 
 /// The closed list of error codes. Each has exactly one HTTP status.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
@@ -188,16 +189,22 @@ impl std::fmt::Display for ErrorCode {
 }
 
 /// `{"code","message"}`: the error object of every failure body and of a tab's error answer.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorObject {
+    /// One of the closed list of codes (a tab's own error answer may carry any string; the HTTP
+    /// API always sends a code of [`ErrorCode`]).
+    #[cfg_attr(feature = "openapi", schema(value_type = ErrorCode))]
     pub code: String,
     pub message: String,
 }
 
 /// `{"ok":false,"callId"?,"error":{…}}`: every failure of the HTTP API.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorBody {
+    #[cfg_attr(feature = "openapi", schema(schema_with = openapi::always_false))]
     pub ok: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
@@ -221,22 +228,44 @@ impl ErrorBody {
 /// fields a caller may set depends on the relay's token mode: `roomName` and `identity` only
 /// with the issuer secret (the app's backend); with an app session JWT they come from its
 /// claims, and an anonymous caller always gets a fresh room and identity.
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema, utoipa::IntoParams),
+    into_params(parameter_in = Query)
+)]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TokenRequest {
     /// Display name in the room.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_length = 64, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"),
+        param(max_length = 64, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+    )]
     pub participant_name: Option<String>,
-    /// The room to join (issuer mode only).
+    /// The room to join (issuer mode only): letters, digits, `-`, `_` and `.`; spaces only is
+    /// none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_length = 64, pattern = r"^( *|[A-Za-z0-9._-]*)$"),
+        param(max_length = 64, pattern = r"^( *|[A-Za-z0-9._-]*)$")
+    )]
     pub room_name: Option<String>,
     /// The LiveKit identity: the app's id for its user (issuer mode only; at most 128
     /// characters, no control characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_length = 128, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"),
+        param(max_length = 128, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+    )]
     pub identity: Option<String>,
 }
 
 /// `200` answer of the token service.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenResponse {
@@ -260,27 +289,42 @@ pub struct ParticipantMetadata {
 
 /// `POST /api/voice-agent/tool-call` body. `params` is kept as raw JSON: the relay passes it to
 /// the tab as it came, without decoding and re-encoding it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallRequest {
+    /// The tab's routing key.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^va_[0-9a-f]{64}$"))]
     pub api_key: String,
+    /// The tool; the tab receives the event `voice-agent:<toolName>`. `register`, `revoked` and
+    /// `cancel` are reserved.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z][A-Za-z0-9_-]{0,63}$"))]
     pub tool_name: String,
+    /// Any JSON value; passed to the tab as it came.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<serde_json::Value>))]
     pub params: Option<Box<RawValue>>,
+    /// Wait for the tab's answer and return it as `result`.
     #[serde(default)]
     pub await_result: bool,
+    /// How long the call may take, milliseconds (default 15000, at most the relay's
+    /// `RELAY_MAX_TIMEOUT_MS`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 120_000))]
     pub timeout_ms: Option<u64>,
 }
 
 /// `200` answer of a tool call.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallResponse {
+    #[cfg_attr(feature = "openapi", schema(schema_with = openapi::always_true))]
     pub ok: bool,
     pub call_id: String,
     /// The tab's answer, present when the call was awaited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<serde_json::Value>))]
     pub result: Option<serde_json::Value>,
 }
 
@@ -296,6 +340,7 @@ pub struct CallMeta {
 }
 
 /// Lifecycle state of a key as the agent API reports it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KeyState {
@@ -308,9 +353,11 @@ pub enum KeyState {
 }
 
 /// `GET /api/voice-agent/keys/{apiKey}` answer.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KeyStatus {
+    #[cfg_attr(feature = "openapi", schema(schema_with = openapi::always_true))]
     pub ok: bool,
     pub state: KeyState,
     /// Short SHA-256 fingerprint of the key, as it appears in logs.
@@ -323,9 +370,11 @@ pub struct KeyStatus {
 }
 
 /// `DELETE /api/voice-agent/keys/{apiKey}` answer.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RevokeResponse {
+    #[cfg_attr(feature = "openapi", schema(schema_with = openapi::always_true))]
     pub ok: bool,
     /// True when a live tab was told and unbound.
     pub tab_notified: bool,
@@ -362,6 +411,56 @@ pub struct RevokedEvent {
 #[serde(rename_all = "camelCase")]
 pub struct CancelEvent {
     pub call_id: String,
+}
+
+/// Schemas of the fields that serde's types cannot say (an `ok` that is always `true` or always
+/// `false`), and a touch to the generated documents.
+#[cfg(feature = "openapi")]
+pub mod openapi {
+    use serde_json::Value;
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+
+    /// `true`, always (the `ok` of every success body).
+    pub fn always_true() -> ObjectBuilder {
+        ObjectBuilder::new()
+            .schema_type(Type::Boolean)
+            .enum_values(Some([true]))
+    }
+
+    /// `false`, always (the `ok` of every failure body).
+    pub fn always_false() -> ObjectBuilder {
+        ObjectBuilder::new()
+            .schema_type(Type::Boolean)
+            .enum_values(Some([false]))
+    }
+
+    /// utoipa writes an optional body as `oneOf: [null, T]`; an absent body is what is optional.
+    pub fn drop_null_bodies(doc: &mut Value) {
+        let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+            return;
+        };
+        for operation in paths.values_mut().filter_map(Value::as_object_mut) {
+            for op in operation.values_mut() {
+                let Some(content) = op
+                    .pointer_mut("/requestBody/content")
+                    .and_then(Value::as_object_mut)
+                else {
+                    continue;
+                };
+                for media in content.values_mut() {
+                    let Some(schema) = media.get_mut("schema") else {
+                        continue;
+                    };
+                    let alternatives = schema.get("oneOf").and_then(Value::as_array);
+                    if let Some([first, second]) = alternatives.map(Vec::as_slice)
+                        && first.get("type") == Some(&Value::from("null"))
+                    {
+                        *schema = second.clone();
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// What a tab's acknowledgement means, decoded from any JSON value.
