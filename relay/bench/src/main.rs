@@ -4,6 +4,10 @@
 //! scheduled time, so a slow server cannot hide its queueing). It checks that every call reached
 //! the tab it was addressed to, and reports throughput, latency percentiles, errors, and the
 //! CPU and memory of the server and of itself. One JSON line on stdout.
+//!
+//! With `--big-emit-bytes N` it also sends one fire-and-forget call carrying N bytes of params to
+//! every tab once the tabs are bound, and reports the server's resident memory per tab after all
+//! of them received it: whether a socket gives back what a large message made it grow.
 
 mod tab;
 
@@ -19,7 +23,7 @@ use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::tab::{Bind, TabStats};
+use crate::tab::{Bind, Headers, TabStats};
 
 #[derive(Parser, Clone)]
 #[command(name = "loadgen", about = "Load generator for the voice-agent relay")]
@@ -64,6 +68,14 @@ struct Args {
     /// Tabs connecting at once.
     #[arg(long, default_value_t = 200)]
     connect_concurrency: usize,
+    /// Request headers of each tab's handshake: `browser` (what Chromium sends, with a 200-byte
+    /// cookie) or `plain` (host and the upgrade headers only).
+    #[arg(long, default_value = "browser")]
+    headers: String,
+    /// After binding, send every tab one fire-and-forget call with this many bytes of params
+    /// and measure the server's memory again once all arrived (0: no such call).
+    #[arg(long, default_value_t = 0)]
+    big_emit_bytes: usize,
 }
 
 /// Tabs per loopback source address: each (source, destination) pair has ~28k ephemeral ports.
@@ -116,6 +128,16 @@ struct CpuMeter {
     own_ticks: Option<u64>,
 }
 
+/// CPU spent over a measured interval.
+struct CpuSpent {
+    /// Server CPU in % of one core.
+    server_pct: Option<f64>,
+    /// The generator's own CPU in % of one core.
+    own_pct: Option<f64>,
+    /// Server CPU time in µs.
+    server_us: Option<f64>,
+}
+
 impl CpuMeter {
     fn start(server: Option<u32>) -> Self {
         CpuMeter {
@@ -126,19 +148,20 @@ impl CpuMeter {
         }
     }
 
-    /// (server %, own %) of one core over the interval.
-    fn stop(&self) -> (Option<f64>, Option<f64>) {
+    fn stop(&self) -> CpuSpent {
         let secs = self.started.elapsed().as_secs_f64().max(1e-6);
-        let pct = |before: Option<u64>, now: Option<u64>| {
-            Some((now? - before?) as f64 / TICKS_PER_SEC / secs * 100.0)
-        };
-        (
-            pct(
-                self.server_ticks,
-                self.server.and_then(|p| cpu_ticks(Some(p))),
-            ),
-            pct(self.own_ticks, cpu_ticks(None)),
-        )
+        let spent = |before: Option<u64>, now: Option<u64>| Some((now? - before?) as f64);
+        let server = spent(
+            self.server_ticks,
+            self.server.and_then(|p| cpu_ticks(Some(p))),
+        );
+        let own = spent(self.own_ticks, cpu_ticks(None));
+        let pct = |ticks: Option<f64>| ticks.map(|t| t / TICKS_PER_SEC / secs * 100.0);
+        CpuSpent {
+            server_pct: pct(server),
+            own_pct: pct(own),
+            server_us: server.map(|t| t / TICKS_PER_SEC * 1e6),
+        }
     }
 }
 
@@ -336,6 +359,64 @@ async fn agent(
     }
 }
 
+/// Sends each tab one fire-and-forget call whose params carry `bytes` bytes of padding, over 32
+/// connections, and waits (up to 60 s) until every tab has received it. Returns how many did.
+async fn big_emit(
+    server: SocketAddr,
+    secret: &str,
+    keys: &[(usize, String)],
+    bytes: usize,
+    stats: &TabStats,
+) -> anyhow::Result<u64> {
+    let before = stats.events.load(Ordering::Relaxed);
+    let pad = "x".repeat(bytes);
+    let auth = format!("Bearer {secret}");
+    let queue = Arc::new(std::sync::Mutex::new(keys.to_vec()));
+    let mut senders = Vec::new();
+    for _ in 0..32 {
+        let (queue, pad, auth) = (queue.clone(), pad.clone(), auth.clone());
+        senders.push(tokio::spawn(async move {
+            let mut sender: Option<Sender> = None;
+            loop {
+                let Some((tab, key)) = queue.lock().ok().and_then(|mut q| q.pop()) else {
+                    return Ok::<(), anyhow::Error>(());
+                };
+                let body = format!(
+                    "{{\"apiKey\":\"{key}\",\"toolName\":\"echo\",\"params\":{{\"tab\":{tab},\"seq\":0,\"pad\":\"{pad}\"}},\"awaitResult\":false}}"
+                );
+                if sender.as_ref().is_none_or(|s| s.is_closed()) {
+                    sender = Some(connect(server).await?);
+                }
+                let s = sender.as_mut().context("connection")?;
+                s.ready().await?;
+                let request = hyper::Request::post("/api/voice-agent/tool-call")
+                    .header("host", "relay")
+                    .header("authorization", &auth)
+                    .header("content-type", "application/json")
+                    .body(http_body_util::Full::new(bytes::Bytes::from(body)))?;
+                let response = s.send_request(request).await?;
+                let status = response.status();
+                http_body_util::BodyExt::collect(response.into_body()).await?;
+                if !status.is_success() {
+                    bail!("big emit to tab {tab}: HTTP {status}");
+                }
+            }
+        }));
+    }
+    for s in senders {
+        s.await??;
+    }
+    let want = keys.len() as u64;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = stats.events.load(Ordering::Relaxed) - before;
+        if got >= want || Instant::now() >= deadline {
+            return Ok(got);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn resolve(url: &str) -> anyhow::Result<SocketAddr> {
     let host = url
         .strip_prefix("http://")
@@ -368,6 +449,11 @@ async fn run(args: Args) -> anyhow::Result<Value> {
     let bind_started = Instant::now();
     let sem = Arc::new(tokio::sync::Semaphore::new(args.connect_concurrency));
     let mut waiters = Vec::with_capacity(args.tabs);
+    let headers = match args.headers.as_str() {
+        "plain" => Headers::Plain,
+        "browser" => Headers::Browser,
+        other => bail!("--headers {other}: expected browser or plain"),
+    };
     for (i, m) in minted.iter().enumerate() {
         let bind = match args.bind.as_str() {
             "register" => Bind::Register(m.key.clone()),
@@ -378,7 +464,7 @@ async fn run(args: Args) -> anyhow::Result<Value> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let permit = sem.clone().acquire_owned().await?;
         let stats = stats.clone();
-        tokio::spawn(tab::run(server, source, i, bind, stats, tx));
+        tokio::spawn(tab::run(server, source, i, bind, headers, stats, tx));
         waiters.push(tokio::spawn(async move {
             let r = rx.await.unwrap_or(Err("tab ended".into()));
             drop(permit);
@@ -417,8 +503,37 @@ async fn run(args: Args) -> anyhow::Result<Value> {
             _ => None,
         },
     });
+    report["headers"] = json!(args.headers);
     if let Some(e) = first_failure {
         report["first_bind_failure"] = json!(e);
+    }
+    if args.big_emit_bytes > 0 {
+        let bound_keys: Vec<(usize, String)> = minted
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| bound[*i])
+            .map(|(i, m)| (i, m.key.clone()))
+            .collect();
+        let started = Instant::now();
+        let delivered = big_emit(
+            call_server,
+            &args.secret,
+            &bound_keys,
+            args.big_emit_bytes,
+            &stats,
+        )
+        .await?;
+        report["big_emit_bytes"] = json!(args.big_emit_bytes);
+        report["big_emit_delivered"] = json!(delivered);
+        report["big_emit_ms"] = json!((started.elapsed().as_secs_f64() * 1000.0).round());
+        tokio::time::sleep(Duration::from_secs_f64(args.settle_secs)).await;
+        let rss_emit = args.server_pid.and_then(rss_kib);
+        report["server_rss_kib_after_big_emit"] = json!(rss_emit);
+        report["rss_bytes_per_tab_after_big_emit"] = json!(match (rss_before, rss_emit) {
+            (Some(b), Some(a)) if args.tabs > 0 =>
+                Some(((a.saturating_sub(b)) * 1024) as f64 / args.tabs as f64),
+            _ => None,
+        });
     }
     if args.agents == 0 {
         return Ok(report);
@@ -433,8 +548,15 @@ async fn run(args: Args) -> anyhow::Result<Value> {
             .map(|(i, m)| (i, m.key))
             .collect(),
     );
-    let sent_fire: Arc<Vec<AtomicU64>> =
-        Arc::new((0..args.tabs).map(|_| AtomicU64::new(0)).collect());
+    // Counted from what the tabs already received (the big emit), so lost and duplicated
+    // calls compare only this phase.
+    let sent_fire: Arc<Vec<AtomicU64>> = Arc::new(
+        stats
+            .per_tab_fire
+            .iter()
+            .map(|c| AtomicU64::new(c.load(Ordering::Relaxed)))
+            .collect(),
+    );
     let start = Instant::now();
     let warmup_end = start + Duration::from_secs(1);
     let end = warmup_end + Duration::from_secs_f64(args.duration_secs);
@@ -473,7 +595,11 @@ async fn run(args: Args) -> anyhow::Result<Value> {
             *errors.entry(k).or_insert(0) += v;
         }
     }
-    let (server_cpu, own_cpu) = cpu.stop();
+    let CpuSpent {
+        server_pct: server_cpu,
+        own_pct: own_cpu,
+        server_us,
+    } = cpu.stop();
     let measured = Instant::now().duration_since(warmup_end).as_secs_f64();
 
     // Fire-and-forget: give in-flight events a moment, then compare per tab.
@@ -499,6 +625,12 @@ async fn run(args: Args) -> anyhow::Result<Value> {
     if args.rate.is_some() {
         report["latency_from_schedule_us"] = percentiles(&from_schedule);
     }
+    // Clock ticks are 10 ms: over a 10 s run at 500 calls/s that is a 0.2% resolution.
+    report["server_cpu_us_per_call"] = json!(
+        server_us
+            .filter(|_| calls > 0)
+            .map(|us| (us / calls as f64 * 10.0).round() / 10.0)
+    );
     report["calls_per_server_core_s"] = json!(
         server_cpu
             .filter(|c| *c > 0.0)

@@ -5,6 +5,10 @@
 //!
 //! Every event carries `params = {"tab": <index>, "seq": <n>}`; a tab that receives another
 //! tab's event counts it as misrouted.
+//!
+//! The WebSocket handshake carries the headers a desktop browser sends (user agent, `accept-*`,
+//! `origin`, a 200-byte cookie), so a server that keeps each socket's request head is measured
+//! with the head it would keep in production.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -16,6 +20,8 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use tokio::net::TcpSocket;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 /// How a tab binds its key.
 #[derive(Clone, Debug)]
@@ -24,6 +30,50 @@ pub enum Bind {
     Token(String),
     /// `voice-agent:register` with the bare key (the seed's way).
     Register(String),
+}
+
+/// Which request headers a tab's WebSocket handshake carries besides the upgrade headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Headers {
+    /// Only what the WebSocket client needs (host and the upgrade headers).
+    Plain,
+    /// What Chromium sends when a page opens a Socket.IO WebSocket, with a 200-byte cookie.
+    Browser,
+}
+
+/// The headers Chromium 140 on Linux sends with a page's WebSocket handshake (besides `host`
+/// and the upgrade headers), for a page served from `origin`.
+fn browser_headers(origin: &str) -> Vec<(&'static str, String)> {
+    // A session cookie and an analytics cookie, 200 bytes in all, as a signed-in page has.
+    let cookie = {
+        let mut c = String::from("session=");
+        while c.len() < 120 {
+            c.push_str("a1B2c3D4e5");
+        }
+        c.push_str("; _ga=GA1.1.");
+        while c.len() < 200 {
+            c.push('7');
+        }
+        c
+    };
+    vec![
+        ("origin", origin.to_owned()),
+        ("pragma", "no-cache".to_owned()),
+        ("cache-control", "no-cache".to_owned()),
+        (
+            "user-agent",
+            "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) \
+             Chrome/140.0.0.0 Safari/537.36"
+                .to_owned(),
+        ),
+        ("accept-encoding", "gzip, deflate, br, zstd".to_owned()),
+        ("accept-language", "en-US,en;q=0.9,de;q=0.8".to_owned()),
+        ("cookie", cookie),
+        (
+            "sec-websocket-extensions",
+            "permessage-deflate; client_max_window_bits".to_owned(),
+        ),
+    ]
 }
 
 /// Counters shared by all tabs.
@@ -57,11 +107,12 @@ pub async fn run(
     source: Option<IpAddr>,
     index: usize,
     bind: Bind,
+    headers: Headers,
     stats: Arc<TabStats>,
     bound: tokio::sync::oneshot::Sender<Result<(), String>>,
 ) {
     let mut bound = Some(bound);
-    let result = session(server, source, index, bind, &stats, &mut bound).await;
+    let result = session(server, source, index, bind, headers, &stats, &mut bound).await;
     if let (Some(tx), Err(e)) = (bound.take(), &result) {
         let _ = tx.send(Err(e.clone()));
     }
@@ -72,6 +123,7 @@ async fn session(
     source: Option<IpAddr>,
     index: usize,
     bind: Bind,
+    headers: Headers,
     stats: &TabStats,
     bound: &mut Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
 ) -> Result<(), String> {
@@ -92,7 +144,14 @@ async fn session(
         .map_err(|e| format!("connect: {e}"))?;
     let _ = stream.set_nodelay(true);
     let url = format!("ws://{server}/socket.io/?EIO=4&transport=websocket");
-    let (ws, _) = tokio_tungstenite::client_async(url, stream)
+    let mut request = url.into_client_request().map_err(|e| e.to_string())?;
+    if headers == Headers::Browser {
+        for (name, value) in browser_headers(&format!("http://{server}")) {
+            let value = HeaderValue::from_str(&value).map_err(|e| e.to_string())?;
+            request.headers_mut().insert(name, value);
+        }
+    }
+    let (ws, _) = tokio_tungstenite::client_async(request, stream)
         .await
         .map_err(|e| format!("websocket: {e}"))?;
     let (mut tx, mut rx) = ws.split();
