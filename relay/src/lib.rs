@@ -224,18 +224,28 @@ impl App {
     }
 }
 
+/// Room for a Socket.IO packet's framing around a tab's answer (`43<ack id>[…]`, the envelope).
+const TAB_PACKET_FRAMING: usize = 1024;
+
 /// How often expired keys, idempotency outcomes and rate-limit cells are swept.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// Builds the whole service: HTTP routes, the Socket.IO layer (on the Redis adapter when the
 /// app runs on several nodes), CORS, the demo page.
 pub async fn build(app: Arc<App>) -> anyhow::Result<(Router, Io)> {
+    // A tab's answer may be as large as an agent's request, plus its packet's framing; nothing
+    // larger is read (engineioxide would accept 64 MiB messages by default).
+    let tab_message_limit = app.config.max_body_bytes + TAB_PACKET_FRAMING;
     let builder = SocketIo::builder()
         .with_state(app.clone())
         .ping_interval(Duration::from_secs(15))
         .ping_timeout(Duration::from_secs(10))
-        // Tabs send small acknowledgements; the read buffer grows for a large one when needed.
-        .ws_read_buffer_size(1024);
+        // Tabs send small acknowledgements: each read takes 1 KiB (held only while reading; a
+        // larger message gets a buffer of its own size, given back once read).
+        .ws_read_buffer_size(1024)
+        .ws_max_message_size(tab_message_limit)
+        .ws_max_frame_size(tab_message_limit)
+        .max_payload(tab_message_limit as u64);
     let (layer, io) = match &app.cluster {
         None => {
             let (layer, io) = builder.build_layer();
