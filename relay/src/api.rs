@@ -861,13 +861,20 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
     responses((status = 200, description = "OpenMetrics text", body = String,
         content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8")),
 )]
-async fn metrics(State(app): State<Arc<App>>) -> Response {
-    // Counted at scrape time from the sockets themselves, so the gauge cannot drift.
+async fn metrics(
+    State(app): State<Arc<App>>,
+    Extension(running): Extension<Arc<calls::Running>>,
+) -> Response {
+    // Counted at scrape time from the sockets and maps themselves, so the gauges cannot drift.
     if let Some(io) = app.io.get() {
         app.metrics
             .connected_tabs
             .set(io.local_socket_count() as i64);
     }
+    let (inflight, pending) = app.keys.load();
+    app.metrics.calls_in_flight.set(inflight as i64);
+    app.metrics.acks_pending.set(pending as i64);
+    app.metrics.calls_cancellable.set(running.len() as i64);
     (
         [(
             header::CONTENT_TYPE,

@@ -55,6 +55,15 @@ impl Drop for RunningGuard {
 }
 
 impl Running {
+    /// How many calls can be cancelled now.
+    pub fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+
     /// Registers the call `(api_key, idempotency_key)` with its token.
     pub fn register(
         self: &Arc<Self>,

@@ -421,6 +421,17 @@ impl Keys {
         }
     }
 
+    /// Calls holding an in-flight slot, and awaited calls waiting for a tab's answer, over every
+    /// key this node keeps: both are back to 0 when no call runs (the soak checks it).
+    pub fn load(&self) -> (usize, usize) {
+        self.map.iter().fold((0, 0), |(inflight, pending), e| {
+            (
+                inflight + e.shared.inflight.load(Ordering::Acquire),
+                pending + lock(&e.shared.pending).len(),
+            )
+        })
+    }
+
     /// Every live binding with its key and its token's expiry (Unix seconds).
     pub fn bound(&self) -> Vec<(Arc<str>, Binding, u64)> {
         let now = Instant::now();

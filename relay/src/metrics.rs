@@ -29,6 +29,12 @@ pub struct Metrics {
     pub bound_keys: Gauge,
     /// Keys the relay knows (issued, online or offline).
     pub known_keys: Gauge,
+    /// Calls holding a per-key in-flight slot on this node; set when scraped.
+    pub calls_in_flight: Gauge,
+    /// Awaited calls delivered and waiting for the tab's answer; set when scraped.
+    pub acks_pending: Gauge,
+    /// Calls with an Idempotency-Key that can still be cancelled; set when scraped.
+    pub calls_cancellable: Gauge,
     pub tokens_issued: Counter,
     ok_calls: Counter,
     failed_calls: Vec<(ErrorCode, Counter)>,
@@ -48,6 +54,9 @@ impl Metrics {
         let connected_tabs = Gauge::default();
         let bound_keys = Gauge::default();
         let known_keys = Gauge::default();
+        let calls_in_flight = Gauge::default();
+        let acks_pending = Gauge::default();
+        let calls_cancellable = Gauge::default();
         let tokens_issued = Counter::default();
         registry.register(
             "connected_tabs",
@@ -59,6 +68,21 @@ impl Metrics {
             "known_keys",
             "Keys issued, online or offline",
             known_keys.clone(),
+        );
+        registry.register(
+            "calls_in_flight",
+            "Calls holding a per-key in-flight slot on this node",
+            calls_in_flight.clone(),
+        );
+        registry.register(
+            "acks_pending",
+            "Awaited calls delivered and waiting for the tab's answer",
+            acks_pending.clone(),
+        );
+        registry.register(
+            "calls_cancellable",
+            "Calls with an Idempotency-Key that can still be cancelled",
+            calls_cancellable.clone(),
         );
         registry.register(
             "tokens_issued",
@@ -106,6 +130,9 @@ impl Metrics {
             connected_tabs,
             bound_keys,
             known_keys,
+            calls_in_flight,
+            acks_pending,
+            calls_cancellable,
             tokens_issued,
             ok_calls,
             failed_calls,
