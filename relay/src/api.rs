@@ -12,8 +12,8 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 use bytes::Bytes;
 use relay_wire::{
-    ErrorBody, ErrorCode, KeyState, KeyStatus, RevokeReason, RevokeResponse, TokenRequest,
-    TokenResponse, ToolCallRequest, ToolCallResponse, headers, is_api_key, is_tool_name,
+    ErrorBody, ErrorCode, KeyStatus, RevokeReason, RevokeResponse, TokenRequest, TokenResponse,
+    ToolCallRequest, ToolCallResponse, headers, is_api_key, is_tool_name,
 };
 
 use crate::App;
@@ -21,6 +21,7 @@ use crate::calls::{self, Call};
 use crate::cluster::{self, Cluster};
 use crate::error::{ApiError, encode, json_response, truncate};
 use crate::idempotency::{self, Claim, Outcome};
+use crate::store::KeyStore;
 use crate::tabs;
 use relay_wire::Fp;
 
@@ -207,10 +208,7 @@ async fn issue_token(
         return Err(too_many_tokens());
     }
     let r = app.tokens.mint(&subject)?;
-    if let Some(c) = &app.cluster {
-        c.issue(&cluster::rid(&r.api_key), r.expires_at).await?;
-    }
-    app.keys.issue(&r.api_key, r.expires_at);
+    app.store.issue(&r.api_key, r.expires_at).await?;
     app.metrics.tokens_issued.inc();
     tracing::info!(
         key = %Fp(&r.api_key),
@@ -701,30 +699,13 @@ async fn key_status(
     let result = async {
         authorize(&app, &headers)?;
         key_param(&api_key)?;
-        let status = match &app.cluster {
-            None => app.keys.status(&api_key),
-            Some(c) => c
-                .status(&cluster::rid(&api_key))
-                .await?
-                .map(|s| shared_status(&api_key, s)),
-        };
+        let status = app.store.status(&api_key).await?;
         status.ok_or_else(ApiError::unknown_key)
     }
     .await;
     match result {
         Ok(status) => json_response(StatusCode::OK, encode(&status)),
         Err(e) => e.into_response(),
-    }
-}
-
-fn shared_status(api_key: &str, s: cluster::StoredStatus) -> KeyStatus {
-    let now_ms = crate::tokens::unix_now_ms();
-    KeyStatus {
-        ok: true,
-        state: s.state,
-        fingerprint: crate::config::fingerprint(api_key),
-        since_ms: s.since_ms,
-        grace_ends_ms: (s.state == KeyState::Offline).then(|| now_ms + s.ttl_ms.unwrap_or(0)),
     }
 }
 
@@ -777,27 +758,19 @@ async fn key_revoke(
 
 /// Revokes a key wherever its tab is; true when a tab was told.
 async fn revoke(app: &App, api_key: &str) -> Result<bool, ApiError> {
-    let Some(c) = &app.cluster else {
-        let displaced = app.keys.revoke(api_key).ok_or_else(ApiError::unknown_key)?;
-        let tab_notified = displaced.is_some();
-        if let Some(old) = displaced {
-            tabs::dismiss(old);
-        }
-        return Ok(tab_notified);
-    };
-    match c.revoke(&cluster::rid(api_key)).await? {
-        cluster::Revoked::Unknown => Err(ApiError::unknown_key()),
-        cluster::Revoked::Done { online_on } => {
-            // The local record follows Redis (a tombstone here too).
-            if let Some(Some(old)) = app.keys.revoke(api_key) {
-                tabs::dismiss(old);
-            }
-            if online_on.as_deref().is_some_and(|n| n != c.node()) {
-                tabs::dismiss_remote(app, api_key, RevokeReason::Revoked).await;
-            }
-            Ok(online_on.is_some())
-        }
+    let revocation = app
+        .store
+        .revoke(api_key)
+        .await?
+        .ok_or_else(ApiError::unknown_key)?;
+    let tab_notified = revocation.tab_notified();
+    if let Some(old) = revocation.local {
+        tabs::dismiss(old);
     }
+    if revocation.remote {
+        tabs::dismiss_remote(app, api_key, RevokeReason::Revoked).await;
+    }
+    Ok(tab_notified)
 }
 
 // ---- operations ------------------------------------------------------------------------------

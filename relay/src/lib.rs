@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod shutdown;
 pub mod sockets;
+pub mod store;
 pub mod tabs;
 pub mod tokens;
 
@@ -43,12 +44,16 @@ use crate::keys::{Keys, LifecycleConfig};
 use crate::metrics::Metrics;
 use crate::shutdown::Drain;
 use crate::sockets::{ClusterAdapter, Io};
+use crate::store::{KeyStore, MemoryStore, RedisStore, Store};
 use crate::tokens::TokenService;
 
 /// Everything the handlers share. One per relay process.
 pub struct App {
     pub config: Config,
-    pub keys: Keys,
+    /// This node's keys and the sockets bound to them (on several nodes, following Redis).
+    pub keys: Arc<Keys>,
+    /// Where the truth about keys is kept; handlers ask it, never which backend it is.
+    pub store: Store,
     pub tokens: TokenService,
     pub metrics: Arc<Metrics>,
     pub idempotency: Idempotency,
@@ -83,14 +88,18 @@ fn find_secret<'a>(known: impl Iterator<Item = &'a [u8; 32]>, presented: &str) -
 impl App {
     pub fn new(config: Config, cluster: Option<Arc<Cluster>>) -> Arc<App> {
         let metrics = Arc::new(Metrics::new());
-        let keys = Keys::new(
+        let keys = Arc::new(Keys::new(
             LifecycleConfig {
                 unbound_ttl: config.unbound_key_ttl,
                 grace: config.reconnect_grace,
                 max_inflight: config.max_inflight_per_key,
             },
             metrics.clone(),
-        );
+        ));
+        let store = match &cluster {
+            None => Store::Memory(MemoryStore::new(keys.clone())),
+            Some(c) => Store::Redis(RedisStore::new(c.clone(), keys.clone())),
+        };
         let tokens = TokenService::new(
             &config.livekit_api_key,
             &config.livekit_api_secret,
@@ -116,6 +125,7 @@ impl App {
         Arc::new(App {
             config,
             keys,
+            store,
             tokens,
             metrics,
             idempotency: Idempotency::default(),
@@ -445,7 +455,7 @@ pub async fn run_connected(
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                app.keys.sweep();
+                app.store.expire();
                 app.idempotency.sweep();
                 app.token_limiter.retain_recent();
             }

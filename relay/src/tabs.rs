@@ -26,6 +26,7 @@ use crate::calls;
 use crate::cluster::{self, Bound};
 use crate::keys::{BindError, Displaced, Proof};
 use crate::sockets::{ClusterAdapter, Io, RelayAdapter, TabSocket};
+use crate::store::KeyStore;
 use crate::tokens::{TokenError, VerifiedToken};
 use relay_wire::Fp;
 
@@ -151,13 +152,7 @@ fn close_if_never_bound(s: TabSocket, bound: std::time::Duration) {
 }
 
 async fn is_revoked(app: &App, key: &str) -> Result<bool, ErrorObject> {
-    match &app.cluster {
-        None => Ok(app.keys.is_revoked(key)),
-        Some(c) => c
-            .is_revoked(&cluster::rid(key))
-            .await
-            .map_err(|_| unavailable()),
-    }
+    app.store.is_revoked(key).await.map_err(|_| unavailable())
 }
 
 fn unavailable() -> ErrorObject {

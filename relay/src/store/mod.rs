@@ -1,0 +1,195 @@
+//! The seam between the handlers and where key state lives.
+//!
+//! [`KeyStore`] is what the relay asks about keys; [`MemoryStore`] answers it on one node and
+//! [`RedisStore`] on several (Redis is the truth there, and this node's [`Keys`] follows it with
+//! the bindings of its own sockets). [`Store`] is the one the app holds: it dispatches to its
+//! backend, so a handler never asks which one it has. The in-memory path adds no allocation:
+//! dispatch is a `match` on the enum and the futures are not boxed.
+//!
+//! Covered so far: issuing, the revocation check of a handshake, the agent API's key status and
+//! revoking. Binding, releasing, in-flight slots, waits and idempotency still reach `Keys` and
+//! `Cluster` directly (see `ARCHITECTURE.md`).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use relay_wire::{KeyState, KeyStatus};
+
+use crate::cluster::{self, Cluster, StoreError};
+use crate::keys::{Displaced, Keys};
+
+/// What a revoke did.
+pub struct Revocation {
+    /// The socket of this node that held the key, to be told and closed.
+    pub local: Option<Displaced>,
+    /// Whether the key was online on another node (its socket is told through the adapter).
+    pub remote: bool,
+}
+
+impl Revocation {
+    /// Whether some tab held the key when it was revoked.
+    pub fn tab_notified(&self) -> bool {
+        self.local.is_some() || self.remote
+    }
+}
+
+/// What the relay keeps about keys, whichever backend keeps it.
+pub trait KeyStore: Send + Sync {
+    /// Records a key minted by the token service, its token expiring at `exp_unix` (seconds).
+    fn issue(
+        &self,
+        key: &str,
+        exp_unix: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Whether the key was revoked (its tombstone still stands).
+    fn is_revoked(&self, key: &str) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// The key's state as the agent API reports it; `None` when unknown or revoked.
+    fn status(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<KeyStatus>, StoreError>> + Send;
+
+    /// Revokes the key; `None` when it is unknown or already revoked.
+    fn revoke(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<Revocation>, StoreError>> + Send;
+
+    /// Removes what has outlived its time (an unbound key, a grace, a tombstone) from this
+    /// node's records; Redis expires its own entries.
+    fn expire(&self);
+}
+
+/// One node: every key's state is in this process.
+pub struct MemoryStore {
+    keys: Arc<Keys>,
+}
+
+impl MemoryStore {
+    pub fn new(keys: Arc<Keys>) -> Self {
+        MemoryStore { keys }
+    }
+}
+
+impl KeyStore for MemoryStore {
+    async fn issue(&self, key: &str, exp_unix: u64) -> Result<(), StoreError> {
+        self.keys.issue(key, exp_unix);
+        Ok(())
+    }
+
+    async fn is_revoked(&self, key: &str) -> Result<bool, StoreError> {
+        Ok(self.keys.is_revoked(key))
+    }
+
+    async fn status(&self, key: &str) -> Result<Option<KeyStatus>, StoreError> {
+        Ok(self.keys.status(key))
+    }
+
+    async fn revoke(&self, key: &str) -> Result<Option<Revocation>, StoreError> {
+        Ok(self.keys.revoke(key).map(|local| Revocation {
+            local,
+            remote: false,
+        }))
+    }
+
+    fn expire(&self) {
+        self.keys.sweep();
+    }
+}
+
+/// Several nodes: Redis holds every key's state; `local` keeps this node's live bindings and
+/// follows what Redis accepted.
+pub struct RedisStore {
+    cluster: Arc<Cluster>,
+    local: Arc<Keys>,
+}
+
+impl RedisStore {
+    pub fn new(cluster: Arc<Cluster>, local: Arc<Keys>) -> Self {
+        RedisStore { cluster, local }
+    }
+}
+
+impl KeyStore for RedisStore {
+    async fn issue(&self, key: &str, exp_unix: u64) -> Result<(), StoreError> {
+        self.cluster.issue(&cluster::rid(key), exp_unix).await?;
+        self.local.issue(key, exp_unix);
+        Ok(())
+    }
+
+    async fn is_revoked(&self, key: &str) -> Result<bool, StoreError> {
+        self.cluster.is_revoked(&cluster::rid(key)).await
+    }
+
+    async fn status(&self, key: &str) -> Result<Option<KeyStatus>, StoreError> {
+        let stored = self.cluster.status(&cluster::rid(key)).await?;
+        Ok(stored.map(|s| {
+            let now_ms = crate::tokens::unix_now_ms();
+            KeyStatus {
+                ok: true,
+                state: s.state,
+                fingerprint: crate::config::fingerprint(key),
+                since_ms: s.since_ms,
+                grace_ends_ms: (s.state == KeyState::Offline)
+                    .then(|| now_ms + s.ttl_ms.unwrap_or(0)),
+            }
+        }))
+    }
+
+    async fn revoke(&self, key: &str) -> Result<Option<Revocation>, StoreError> {
+        match self.cluster.revoke(&cluster::rid(key)).await? {
+            cluster::Revoked::Unknown => Ok(None),
+            cluster::Revoked::Done { online_on } => {
+                // The local record follows Redis (a tombstone here too).
+                let local = self.local.revoke(key).flatten();
+                let remote = online_on
+                    .as_deref()
+                    .is_some_and(|n| n != self.cluster.node());
+                Ok(Some(Revocation { local, remote }))
+            }
+        }
+    }
+
+    fn expire(&self) {
+        self.local.sweep();
+    }
+}
+
+/// The store the app holds: one of the backends, chosen at start.
+pub enum Store {
+    Memory(MemoryStore),
+    Redis(RedisStore),
+}
+
+macro_rules! each {
+    ($store:expr, $s:ident => $body:expr) => {
+        match $store {
+            Store::Memory($s) => $body,
+            Store::Redis($s) => $body,
+        }
+    };
+}
+
+impl KeyStore for Store {
+    async fn issue(&self, key: &str, exp_unix: u64) -> Result<(), StoreError> {
+        each!(self, s => s.issue(key, exp_unix).await)
+    }
+
+    async fn is_revoked(&self, key: &str) -> Result<bool, StoreError> {
+        each!(self, s => s.is_revoked(key).await)
+    }
+
+    async fn status(&self, key: &str) -> Result<Option<KeyStatus>, StoreError> {
+        each!(self, s => s.status(key).await)
+    }
+
+    async fn revoke(&self, key: &str) -> Result<Option<Revocation>, StoreError> {
+        each!(self, s => s.revoke(key).await)
+    }
+
+    fn expire(&self) {
+        each!(self, s => s.expire())
+    }
+}
