@@ -1,13 +1,15 @@
 //! One suite for every key store: the same cases run unchanged against the in-memory store and
-//! against the Redis store on a real `redis-server` (started here on a free port).
+//! against the Redis store on a real `redis-server` (started here on a free port); and the Redis
+//! scripts walked through the lifecycle table (`relay::store::lifecycle`).
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relay::cluster::{Cluster, Settings};
+use relay::cluster::{Bound, Cluster, Revoked, Settings};
 use relay::keys::{Keys, LifecycleConfig};
 use relay::metrics::Metrics;
+use relay::store::lifecycle::{self, BindError, Event, Facts, Phase, Shown, Transition};
 use relay::store::{KeyStore, MemoryStore, RedisStore};
 use relay::tokens::unix_now;
 use relay_wire::KeyState;
@@ -166,4 +168,117 @@ async fn redis_store() {
     let server = start_redis();
     let cluster = connect(server.port).await;
     suite(&RedisStore::new(cluster, local_keys())).await;
+}
+
+/// The Redis scripts follow the lifecycle table: every reachable key, every event that a script
+/// carries out (bind, release, revoke; issue and expiry are plain writes and TTLs, covered
+/// above), the same outcome and the same next phase as [`lifecycle::apply`].
+#[tokio::test]
+async fn redis_scripts_follow_the_lifecycle_table() {
+    let server = start_redis();
+    let cluster = connect(server.port).await;
+    let held_by = "sid-holder";
+    for start in lifecycle::REACHABLE {
+        for event in lifecycle::EVENTS {
+            if matches!(event, Event::Issue | Event::Expire) {
+                continue;
+            }
+            let rid = relay::cluster::rid(&fresh_key());
+            reach(&cluster, &rid, start, held_by).await;
+            let expected = lifecycle::apply(start, event);
+            let outcome = match event {
+                Event::Bind { shown, same_socket } => {
+                    let sid = if same_socket { held_by } else { "sid-other" };
+                    let exp = match shown {
+                        Shown::Token { expired: false } => Some(in_an_hour()),
+                        Shown::Token { expired: true } => Some(unix_now().as_secs() - 10),
+                        Shown::BareKey => None,
+                    };
+                    match cluster.bind(&rid, sid, exp).await.unwrap() {
+                        Err(e) => Transition::Refused(e),
+                        Ok(Bound::Same) => Transition::Stays,
+                        Ok(Bound::Bound { .. }) => observed(&cluster, &rid).await,
+                    }
+                }
+                Event::Release { same_socket } => {
+                    let sid = if same_socket { held_by } else { "sid-other" };
+                    let before = observed(&cluster, &rid).await;
+                    cluster.release(&rid, sid).await.unwrap();
+                    let after = observed(&cluster, &rid).await;
+                    if after == before {
+                        Transition::Stays
+                    } else {
+                        after
+                    }
+                }
+                Event::Revoke => match cluster.revoke(&rid).await.unwrap() {
+                    Revoked::Unknown => Transition::Refused(BindError::Unknown),
+                    Revoked::Done { .. } => observed(&cluster, &rid).await,
+                },
+                Event::Issue | Event::Expire => unreachable!(),
+            };
+            assert_eq!(
+                norm(outcome),
+                norm(expected),
+                "{start:?} --{event:?}--> Lua gave {outcome:?}, the table {expected:?}"
+            );
+        }
+    }
+}
+
+/// Puts `rid` into `start` through the scripts.
+async fn reach(cluster: &Cluster, rid: &str, start: Option<Facts>, sid: &str) {
+    let Some(facts) = start else { return };
+    cluster.issue(rid, in_an_hour()).await.unwrap();
+    match facts.phase {
+        Phase::Issued => {}
+        Phase::Online => drop(cluster.bind(rid, sid, Some(in_an_hour())).await.unwrap()),
+        Phase::Offline => {
+            drop(cluster.bind(rid, sid, Some(in_an_hour())).await.unwrap());
+            cluster.release(rid, sid).await.unwrap();
+        }
+        Phase::Revoked => drop(cluster.revoke(rid).await.unwrap()),
+    }
+    assert_eq!(
+        phase_of(observed(cluster, rid).await),
+        Some(start.map(|f| f.phase))
+    );
+}
+
+/// The phase Redis holds for `rid`, as a transition to it.
+async fn observed(cluster: &Cluster, rid: &str) -> Transition {
+    if cluster.is_revoked(rid).await.unwrap() {
+        return Transition::To(Some(Facts {
+            phase: Phase::Revoked,
+            ever_bound: false,
+        }));
+    }
+    let phase = cluster.status(rid).await.unwrap().map(|s| match s.state {
+        KeyState::Issued => Phase::Issued,
+        KeyState::Online => Phase::Online,
+        KeyState::Offline => Phase::Offline,
+    });
+    Transition::To(phase.map(|phase| Facts {
+        phase,
+        ever_bound: false,
+    }))
+}
+
+/// What a transition says about the key's phase (`ever_bound` is not stored by phase alone).
+fn phase_of(t: Transition) -> Option<Option<Phase>> {
+    match t {
+        Transition::To(facts) => Some(facts.map(|f| f.phase)),
+        _ => None,
+    }
+}
+
+/// A transition with `ever_bound` left out, which Redis does not report.
+fn norm(t: Transition) -> Transition {
+    match t {
+        Transition::To(facts) => Transition::To(facts.map(|f| Facts {
+            ever_bound: false,
+            ..f
+        })),
+        other => other,
+    }
 }

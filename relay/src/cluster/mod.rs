@@ -33,7 +33,7 @@ use tokio::sync::Notify;
 use relay_wire::RevokeReason;
 
 use crate::error::ApiError;
-use crate::keys::BindError;
+use crate::store::lifecycle::BindError;
 use crate::tokens::unix_now_ms;
 use driver::PubSub;
 

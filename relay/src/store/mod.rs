@@ -6,9 +6,13 @@
 //! backend, so a handler never asks which one it has. The in-memory path adds no allocation:
 //! dispatch is a `match` on the enum and the futures are not boxed.
 //!
+//! The key lifecycle both follow is stated once, in [`lifecycle`].
+//!
 //! Covered so far: issuing, the revocation check of a handshake, the agent API's key status and
 //! revoking. Binding, releasing, in-flight slots, waits and idempotency still reach `Keys` and
 //! `Cluster` directly (see `ARCHITECTURE.md`).
+
+pub mod lifecycle;
 
 use std::future::Future;
 use std::sync::Arc;
