@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::http::{HeaderValue, Method, header};
-use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use sha2::{Digest, Sha256};
 use socketioxide::SocketIo;
 use tokio::net::TcpListener;
@@ -58,7 +58,6 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     pub idempotency: Idempotency,
     pub drain: Drain,
-    pub token_limiter: DefaultKeyedRateLimiter<IpAddr>,
     /// The Socket.IO handle, set once by [`build`].
     pub io: std::sync::OnceLock<Io>,
     /// Several nodes: the shared state in Redis. `None` on a single node.
@@ -97,8 +96,12 @@ impl App {
             metrics.clone(),
         ));
         let store = match &cluster {
-            None => Store::Memory(MemoryStore::new(keys.clone())),
-            Some(c) => Store::Redis(RedisStore::new(c.clone(), keys.clone())),
+            None => Store::Memory(MemoryStore::new(keys.clone(), config.token_rate_per_min)),
+            Some(c) => Store::Redis(RedisStore::new(
+                c.clone(),
+                keys.clone(),
+                config.token_rate_per_min,
+            )),
         };
         let tokens = TokenService::new(
             &config.livekit_api_key,
@@ -106,8 +109,6 @@ impl App {
             &config.livekit_url,
             config.token_ttl,
         );
-        let per_min = NonZeroU32::new(config.token_rate_per_min).unwrap_or(NonZeroU32::MIN);
-        let token_limiter = RateLimiter::keyed(Quota::per_minute(per_min));
         let agent_rate = NonZeroU32::new(config.agent_rate_per_sec).unwrap_or(NonZeroU32::MIN);
         let agents = config
             .agent_secrets
@@ -130,7 +131,6 @@ impl App {
             metrics,
             idempotency: Idempotency::default(),
             drain: Drain::default(),
-            token_limiter,
             io: std::sync::OnceLock::new(),
             cluster,
             agents,
@@ -182,14 +182,7 @@ impl App {
     /// Takes one token from `ip`'s issuance budget; false when it is spent. With several nodes
     /// the budget is shared by all of them.
     pub async fn may_issue_token(&self, ip: IpAddr) -> Result<bool, ApiError> {
-        match &self.cluster {
-            None => Ok(self.token_limiter.check_key(&ip).is_ok()),
-            Some(c) => {
-                let bucket = format!("t:{ip}");
-                let limit = self.config.token_rate_per_min;
-                Ok(c.rate(&bucket, limit, Duration::from_secs(60)).await?)
-            }
-        }
+        Ok(self.store.take_token(ip).await?)
     }
 
     /// Whether a browser `Origin` may open a socket: listed in `RELAY_ALLOWED_ORIGINS` (or `*`),
@@ -457,7 +450,6 @@ pub async fn run_connected(
                 tick.tick().await;
                 app.store.expire();
                 app.idempotency.sweep();
-                app.token_limiter.retain_recent();
             }
         })
     };

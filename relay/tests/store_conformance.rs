@@ -44,6 +44,7 @@ async fn suite(store: &impl KeyStore) {
     issue_then_status(store).await;
     revoke_leaves_a_tombstone(store).await;
     unbound_key_expires(store).await;
+    token_rate_per_address(store).await;
 }
 
 async fn unknown_key(store: &impl KeyStore) {
@@ -113,9 +114,26 @@ async fn unbound_key_expires(store: &impl KeyStore) {
     assert!(!store.is_revoked(&key).await.unwrap());
 }
 
+/// Tokens one address may get per minute in the suite.
+const TOKENS_PER_MIN: u32 = 2;
+
+async fn token_rate_per_address(store: &impl KeyStore) {
+    let [a, b, c, d] = rand::random::<[u8; 4]>();
+    let ip = std::net::IpAddr::from([10, a, b, c]);
+    let other = std::net::IpAddr::from([10, a, b, c.wrapping_add(1 + d % 200)]);
+    for _ in 0..TOKENS_PER_MIN {
+        assert!(store.take_token(ip).await.unwrap(), "within the budget");
+    }
+    assert!(!store.take_token(ip).await.unwrap(), "budget spent");
+    assert!(
+        store.take_token(other).await.unwrap(),
+        "another address has its own"
+    );
+}
+
 #[tokio::test]
 async fn memory_store() {
-    suite(&MemoryStore::new(local_keys())).await;
+    suite(&MemoryStore::new(local_keys(), TOKENS_PER_MIN)).await;
 }
 
 /// A `redis-server` of the test's own, killed when dropped.
@@ -167,7 +185,7 @@ async fn connect(port: u16) -> Arc<Cluster> {
 async fn redis_store() {
     let server = start_redis();
     let cluster = connect(server.port).await;
-    suite(&RedisStore::new(cluster, local_keys())).await;
+    suite(&RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN)).await;
 }
 
 /// The Redis scripts follow the lifecycle table: every reachable key, every event that a script
@@ -178,6 +196,7 @@ async fn redis_scripts_follow_the_lifecycle_table() {
     let server = start_redis();
     let cluster = connect(server.port).await;
     let held_by = "sid-holder";
+    let mut checked = 0;
     for start in lifecycle::REACHABLE {
         for event in lifecycle::EVENTS {
             if matches!(event, Event::Issue | Event::Expire) {
@@ -222,8 +241,14 @@ async fn redis_scripts_follow_the_lifecycle_table() {
                 norm(expected),
                 "{start:?} --{event:?}--> Lua gave {outcome:?}, the table {expected:?}"
             );
+            checked += 1;
         }
     }
+    assert_eq!(
+        checked,
+        5 * 7,
+        "every reachable key with every scripted event"
+    );
 }
 
 /// Puts `rid` into `start` through the scripts.

@@ -8,14 +8,19 @@
 //!
 //! The key lifecycle both follow is stated once, in [`lifecycle`].
 //!
-//! Covered so far: issuing, the revocation check of a handshake, the agent API's key status and
-//! revoking. Binding, releasing, in-flight slots, waits and idempotency still reach `Keys` and
+//! Covered so far: issuing, the revocation check of a handshake, the agent API's key status,
+//! revoking, the token rate per client address and expiry. Binding, releasing, in-flight slots, waits and idempotency still reach `Keys` and
 //! `Cluster` directly (see `ARCHITECTURE.md`).
 
 pub mod lifecycle;
 
 use std::future::Future;
+use std::net::IpAddr;
+use std::num::NonZeroU32;
 use std::sync::Arc;
+use std::time::Duration;
+
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use relay_wire::{KeyState, KeyStatus};
 
@@ -61,6 +66,10 @@ pub trait KeyStore: Send + Sync {
         key: &str,
     ) -> impl Future<Output = Result<Option<Revocation>, StoreError>> + Send;
 
+    /// Takes one token from `ip`'s issuance budget; false when it is spent (shared by every node
+    /// on Redis).
+    fn take_token(&self, ip: IpAddr) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// Removes what has outlived its time (an unbound key, a grace, a tombstone) from this
     /// node's records; Redis expires its own entries.
     fn expire(&self);
@@ -69,11 +78,17 @@ pub trait KeyStore: Send + Sync {
 /// One node: every key's state is in this process.
 pub struct MemoryStore {
     keys: Arc<Keys>,
+    tokens: DefaultKeyedRateLimiter<IpAddr>,
 }
 
 impl MemoryStore {
-    pub fn new(keys: Arc<Keys>) -> Self {
-        MemoryStore { keys }
+    /// `tokens_per_min`: tokens one client address may get per minute.
+    pub fn new(keys: Arc<Keys>, tokens_per_min: u32) -> Self {
+        let per_min = NonZeroU32::new(tokens_per_min).unwrap_or(NonZeroU32::MIN);
+        MemoryStore {
+            keys,
+            tokens: RateLimiter::keyed(Quota::per_minute(per_min)),
+        }
     }
 }
 
@@ -98,8 +113,13 @@ impl KeyStore for MemoryStore {
         }))
     }
 
+    async fn take_token(&self, ip: IpAddr) -> Result<bool, StoreError> {
+        Ok(self.tokens.check_key(&ip).is_ok())
+    }
+
     fn expire(&self) {
         self.keys.sweep();
+        self.tokens.retain_recent();
     }
 }
 
@@ -108,11 +128,17 @@ impl KeyStore for MemoryStore {
 pub struct RedisStore {
     cluster: Arc<Cluster>,
     local: Arc<Keys>,
+    tokens_per_min: u32,
 }
 
 impl RedisStore {
-    pub fn new(cluster: Arc<Cluster>, local: Arc<Keys>) -> Self {
-        RedisStore { cluster, local }
+    /// `tokens_per_min`: tokens one client address may get per minute, over all nodes.
+    pub fn new(cluster: Arc<Cluster>, local: Arc<Keys>, tokens_per_min: u32) -> Self {
+        RedisStore {
+            cluster,
+            local,
+            tokens_per_min,
+        }
     }
 }
 
@@ -156,6 +182,14 @@ impl KeyStore for RedisStore {
         }
     }
 
+    async fn take_token(&self, ip: IpAddr) -> Result<bool, StoreError> {
+        let bucket = format!("t:{ip}");
+        let window = Duration::from_secs(60);
+        self.cluster
+            .rate(&bucket, self.tokens_per_min, window)
+            .await
+    }
+
     fn expire(&self) {
         self.local.sweep();
     }
@@ -191,6 +225,10 @@ impl KeyStore for Store {
 
     async fn revoke(&self, key: &str) -> Result<Option<Revocation>, StoreError> {
         each!(self, s => s.revoke(key).await)
+    }
+
+    async fn take_token(&self, ip: IpAddr) -> Result<bool, StoreError> {
+        each!(self, s => s.take_token(ip).await)
     }
 
     fn expire(&self) {
