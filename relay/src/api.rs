@@ -18,10 +18,10 @@ use relay_wire::{
 
 use crate::App;
 use crate::calls::{self, Call};
-use crate::cluster::{self, Cluster};
 use crate::error::{ApiError, encode, json_response, truncate};
-use crate::idempotency::{self, Claim, Outcome};
+use crate::idempotency::{self, Outcome};
 use crate::store::KeyStore;
+use crate::store::claims::Claimed;
 use crate::tabs;
 use relay_wire::Fp;
 
@@ -410,34 +410,14 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
                 call.params.as_deref().map(|p| p.get()),
                 call.await_result,
             );
-            match &app.cluster {
-                None => match app.idempotency.claim(&call.api_key, &idem, fp) {
-                    Claim::Run(tx) => Some(Recorder::Local(tx)),
-                    Claim::Conflict => return Err(idempotency_conflict()),
-                    Claim::Replay(mut rx) => {
-                        // The first call is bounded by its own timeout; this bound only guards
-                        // against a first call that vanished without recording.
-                        let wait = app.config.max_timeout + app.config.drain;
-                        let outcome =
-                            tokio::time::timeout(wait, rx.wait_for(Option::is_some)).await;
-                        let o = match outcome {
-                            Ok(Ok(o)) => o.clone().unwrap_or_else(internal_outcome),
-                            _ => internal_outcome(),
-                        };
-                        return Ok(json_response(o.status, o.body));
-                    }
-                },
-                Some(c) => {
-                    let rid = cluster::rid(&call.api_key);
-                    match Box::pin(shared_claim(&app, c, &rid, &idem, fp, call.timeout)).await? {
-                        None => Some(Recorder::Shared {
-                            cluster: c.clone(),
-                            rid,
-                            idem,
-                        }),
-                        Some(o) => return Ok(json_response(o.status, o.body)),
-                    }
-                }
+            match app
+                .store
+                .claim(&call.api_key, &idem, fp, call.timeout)
+                .await?
+            {
+                Claimed::Run(recorder) => Some(recorder),
+                Claimed::Conflict => return Err(idempotency_conflict()),
+                Claimed::Replay(o) => return Ok(json_response(o.status, o.body)),
             }
         }
     };
@@ -490,23 +470,10 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
             took_us = started.elapsed().as_micros() as u64,
             "tool call"
         );
-        match recorder {
-            None => {}
-            Some(Recorder::Local(tx)) => {
-                tx.send_replace(Some(outcome.clone()));
-            }
-            Some(Recorder::Shared { cluster, rid, idem }) => {
-                let recorded = Box::pin(cluster.idem_record(
-                    &rid,
-                    &idem,
-                    outcome.status.as_u16(),
-                    &outcome.body,
-                ))
-                .await;
-                if recorded.is_err() {
-                    tracing::warn!(call_id = %call.call_id, "outcome not recorded for retries: Redis unreachable");
-                }
-            }
+        if let Some(recorder) = recorder
+            && recorder.record(&outcome).await.is_err()
+        {
+            tracing::warn!(call_id = %call.call_id, "outcome not recorded for retries: Redis unreachable");
         }
         outcome
     });
@@ -592,76 +559,8 @@ async fn tool_call_cancel_inner(app: Arc<App>, request: Request) -> Result<Respo
     ))
 }
 
-/// Where a call with an `Idempotency-Key` records its outcome for retries.
-enum Recorder {
-    Local(tokio::sync::watch::Sender<Option<Outcome>>),
-    Shared {
-        cluster: Arc<Cluster>,
-        rid: String,
-        idem: String,
-    },
-}
-
 fn idempotency_conflict() -> ApiError {
     ApiError::invalid("this Idempotency-Key was already used with a different request")
-}
-
-/// How often a retry on any node looks for the first call's outcome in Redis.
-const REPLAY_POLL: std::time::Duration = std::time::Duration::from_millis(20);
-
-/// Claims an `Idempotency-Key` in Redis. `None`: run the call; `Some`: the outcome to replay
-/// (the first call's, waited for if it is still running, on whichever node it runs).
-async fn shared_claim(
-    app: &App,
-    c: &Cluster,
-    rid: &str,
-    idem: &str,
-    fp: u64,
-    timeout: std::time::Duration,
-) -> Result<Option<Outcome>, ApiError> {
-    let now_ms = crate::tokens::unix_now_ms();
-    // The first call ends by its own deadline (plus a forced drain); past that it was lost.
-    let until_ms = now_ms + (timeout + app.config.drain).as_millis() as u64 + 2000;
-    let hard_stop =
-        tokio::time::Instant::now() + app.config.max_timeout + app.config.drain + REPLAY_POLL * 100;
-    let mut first = true;
-    loop {
-        match c
-            .idem_claim(rid, idem, fp, until_ms, idempotency::WINDOW)
-            .await?
-        {
-            cluster::IdemClaim::Run if first => return Ok(None),
-            cluster::IdemClaim::Run => return Ok(Some(internal_outcome())),
-            cluster::IdemClaim::Conflict => return Err(idempotency_conflict()),
-            cluster::IdemClaim::Done { status, body } => {
-                let status =
-                    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-                return Ok(Some(Outcome {
-                    status,
-                    body: Bytes::from(body),
-                }));
-            }
-            cluster::IdemClaim::Pending { until_ms } => {
-                let now_ms = crate::tokens::unix_now_ms();
-                if now_ms > until_ms || tokio::time::Instant::now() > hard_stop {
-                    return Ok(Some(internal_outcome()));
-                }
-            }
-        }
-        first = false;
-        tokio::time::sleep(REPLAY_POLL).await;
-    }
-}
-
-fn internal_outcome() -> Outcome {
-    let e = ApiError::new(
-        ErrorCode::Internal,
-        "the first call with this Idempotency-Key was lost",
-    );
-    Outcome {
-        status: e.status(),
-        body: encode(&e.body()),
-    }
 }
 
 fn key_param(api_key: &str) -> Result<(), ApiError> {

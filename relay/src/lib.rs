@@ -39,7 +39,6 @@ use tower_http::services::ServeDir;
 use crate::cluster::Cluster;
 use crate::config::{Config, TokenMode};
 use crate::error::ApiError;
-use crate::idempotency::Idempotency;
 use crate::keys::{Keys, LifecycleConfig};
 use crate::metrics::Metrics;
 use crate::shutdown::Drain;
@@ -56,7 +55,6 @@ pub struct App {
     pub store: Store,
     pub tokens: TokenService,
     pub metrics: Arc<Metrics>,
-    pub idempotency: Idempotency,
     pub drain: Drain,
     /// The Socket.IO handle, set once by [`build`].
     pub io: std::sync::OnceLock<Io>,
@@ -95,12 +93,21 @@ impl App {
             },
             metrics.clone(),
         ));
+        let bound = store::claims::ReplayBound {
+            max_timeout: config.max_timeout,
+            drain: config.drain,
+        };
         let store = match &cluster {
-            None => Store::Memory(MemoryStore::new(keys.clone(), config.token_rate_per_min)),
+            None => Store::Memory(MemoryStore::new(
+                keys.clone(),
+                config.token_rate_per_min,
+                bound,
+            )),
             Some(c) => Store::Redis(RedisStore::new(
                 c.clone(),
                 keys.clone(),
                 config.token_rate_per_min,
+                bound,
             )),
         };
         let tokens = TokenService::new(
@@ -129,7 +136,6 @@ impl App {
             store,
             tokens,
             metrics,
-            idempotency: Idempotency::default(),
             drain: Drain::default(),
             io: std::sync::OnceLock::new(),
             cluster,
@@ -449,7 +455,6 @@ pub async fn run_connected(
             loop {
                 tick.tick().await;
                 app.store.expire();
-                app.idempotency.sweep();
             }
         })
     };

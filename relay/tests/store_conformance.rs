@@ -6,9 +6,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::StatusCode;
+use bytes::Bytes;
 use relay::cluster::{Bound, Cluster, Revoked, Settings};
+use relay::idempotency::Outcome;
 use relay::keys::{Keys, LifecycleConfig};
 use relay::metrics::Metrics;
+use relay::store::claims::{Claimed, ReplayBound};
 use relay::store::lifecycle::{self, BindError, Event, Facts, Phase, Shown, Transition};
 use relay::store::{KeyStore, MemoryStore, RedisStore};
 use relay::tokens::unix_now;
@@ -45,6 +49,8 @@ async fn suite(store: &impl KeyStore) {
     revoke_leaves_a_tombstone(store).await;
     unbound_key_expires(store).await;
     token_rate_per_address(store).await;
+    idempotency_run_replay_conflict(store).await;
+    a_retry_waits_for_the_first_outcome(store).await;
 }
 
 async fn unknown_key(store: &impl KeyStore) {
@@ -131,9 +137,75 @@ async fn token_rate_per_address(store: &impl KeyStore) {
     );
 }
 
+const BOUND: ReplayBound = ReplayBound {
+    max_timeout: Duration::from_secs(2),
+    drain: Duration::from_millis(100),
+};
+
+fn outcome(status: u16, body: &'static [u8]) -> Outcome {
+    Outcome {
+        status: StatusCode::from_u16(status).unwrap(),
+        body: Bytes::from_static(body),
+    }
+}
+
+async fn idempotency_run_replay_conflict(store: &impl KeyStore) {
+    let key = fresh_key();
+    let timeout = Duration::from_secs(1);
+    let Claimed::Run(recorder) = store.claim(&key, "i-1", 7, timeout).await.unwrap() else {
+        panic!("the first claim runs")
+    };
+    recorder
+        .record(&outcome(504, b"{\"ok\":false}"))
+        .await
+        .unwrap();
+    let Claimed::Replay(replayed) = store.claim(&key, "i-1", 7, timeout).await.unwrap() else {
+        panic!("a retry replays")
+    };
+    assert_eq!(replayed.status.as_u16(), 504);
+    assert_eq!(&replayed.body[..], b"{\"ok\":false}", "byte for byte");
+    assert!(
+        matches!(
+            store.claim(&key, "i-1", 8, timeout).await.unwrap(),
+            Claimed::Conflict
+        ),
+        "other content under the same Idempotency-Key"
+    );
+    let other_key = fresh_key();
+    assert!(
+        matches!(
+            store.claim(&other_key, "i-1", 7, timeout).await.unwrap(),
+            Claimed::Run(_)
+        ),
+        "the same Idempotency-Key for another key is another call"
+    );
+}
+
+async fn a_retry_waits_for_the_first_outcome(store: &impl KeyStore) {
+    let key = fresh_key();
+    let timeout = Duration::from_secs(1);
+    let Claimed::Run(recorder) = store.claim(&key, "i-2", 9, timeout).await.unwrap() else {
+        panic!("the first claim runs")
+    };
+    let retry = store.claim(&key, "i-2", 9, timeout);
+    let first = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        recorder
+            .record(&outcome(200, b"{\"ok\":true}"))
+            .await
+            .unwrap();
+    };
+    let (claimed, ()) = tokio::join!(retry, first);
+    let Claimed::Replay(replayed) = claimed.unwrap() else {
+        panic!("the retry replays once the first call recorded")
+    };
+    assert_eq!(replayed.status.as_u16(), 200);
+    assert_eq!(&replayed.body[..], b"{\"ok\":true}");
+}
+
 #[tokio::test]
 async fn memory_store() {
-    suite(&MemoryStore::new(local_keys(), TOKENS_PER_MIN)).await;
+    suite(&MemoryStore::new(local_keys(), TOKENS_PER_MIN, BOUND)).await;
 }
 
 /// A `redis-server` of the test's own, killed when dropped.
@@ -185,7 +257,13 @@ async fn connect(port: u16) -> Arc<Cluster> {
 async fn redis_store() {
     let server = start_redis();
     let cluster = connect(server.port).await;
-    suite(&RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN)).await;
+    suite(&RedisStore::new(
+        cluster,
+        local_keys(),
+        TOKENS_PER_MIN,
+        BOUND,
+    ))
+    .await;
 }
 
 /// The Redis scripts follow the lifecycle table: every reachable key, every event that a script

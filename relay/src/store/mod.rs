@@ -9,9 +9,11 @@
 //! The key lifecycle both follow is stated once, in [`lifecycle`].
 //!
 //! Covered so far: issuing, the revocation check of a handshake, the agent API's key status,
-//! revoking, the token rate per client address and expiry. Binding, releasing, in-flight slots, waits and idempotency still reach `Keys` and
+//! revoking, the token rate per client address, `Idempotency-Key` claims and outcomes
+//! ([`claims`]) and expiry. Binding, releasing, in-flight slots, waits and idempotency still reach `Keys` and
 //! `Cluster` directly (see `ARCHITECTURE.md`).
 
+pub mod claims;
 pub mod lifecycle;
 
 use std::future::Future;
@@ -25,7 +27,9 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use relay_wire::{KeyState, KeyStatus};
 
 use crate::cluster::{self, Cluster, StoreError};
+use crate::idempotency::Idempotency;
 use crate::keys::{Displaced, Keys};
+use claims::{Claimed, ReplayBound};
 
 /// What a revoke did.
 pub struct Revocation {
@@ -70,6 +74,16 @@ pub trait KeyStore: Send + Sync {
     /// on Redis).
     fn take_token(&self, ip: IpAddr) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// Claims `(key, idem)` for a call whose content has `fingerprint` and whose timeout is
+    /// `timeout`: run it, replay the first call's outcome (waited for), or a conflict.
+    fn claim(
+        &self,
+        key: &str,
+        idem: &str,
+        fingerprint: u64,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Claimed, StoreError>> + Send;
+
     /// Removes what has outlived its time (an unbound key, a grace, a tombstone) from this
     /// node's records; Redis expires its own entries.
     fn expire(&self);
@@ -79,15 +93,19 @@ pub trait KeyStore: Send + Sync {
 pub struct MemoryStore {
     keys: Arc<Keys>,
     tokens: DefaultKeyedRateLimiter<IpAddr>,
+    claims: Idempotency,
+    bound: ReplayBound,
 }
 
 impl MemoryStore {
     /// `tokens_per_min`: tokens one client address may get per minute.
-    pub fn new(keys: Arc<Keys>, tokens_per_min: u32) -> Self {
+    pub fn new(keys: Arc<Keys>, tokens_per_min: u32, bound: ReplayBound) -> Self {
         let per_min = NonZeroU32::new(tokens_per_min).unwrap_or(NonZeroU32::MIN);
         MemoryStore {
             keys,
             tokens: RateLimiter::keyed(Quota::per_minute(per_min)),
+            claims: Idempotency::default(),
+            bound,
         }
     }
 }
@@ -117,9 +135,20 @@ impl KeyStore for MemoryStore {
         Ok(self.tokens.check_key(&ip).is_ok())
     }
 
+    async fn claim(
+        &self,
+        key: &str,
+        idem: &str,
+        fingerprint: u64,
+        _timeout: Duration,
+    ) -> Result<Claimed, StoreError> {
+        Ok(claims::claim_memory(&self.claims, self.bound, key, idem, fingerprint).await)
+    }
+
     fn expire(&self) {
         self.keys.sweep();
         self.tokens.retain_recent();
+        self.claims.sweep();
     }
 }
 
@@ -129,15 +158,22 @@ pub struct RedisStore {
     cluster: Arc<Cluster>,
     local: Arc<Keys>,
     tokens_per_min: u32,
+    bound: ReplayBound,
 }
 
 impl RedisStore {
     /// `tokens_per_min`: tokens one client address may get per minute, over all nodes.
-    pub fn new(cluster: Arc<Cluster>, local: Arc<Keys>, tokens_per_min: u32) -> Self {
+    pub fn new(
+        cluster: Arc<Cluster>,
+        local: Arc<Keys>,
+        tokens_per_min: u32,
+        bound: ReplayBound,
+    ) -> Self {
         RedisStore {
             cluster,
             local,
             tokens_per_min,
+            bound,
         }
     }
 }
@@ -190,6 +226,19 @@ impl KeyStore for RedisStore {
             .await
     }
 
+    async fn claim(
+        &self,
+        key: &str,
+        idem: &str,
+        fingerprint: u64,
+        timeout: Duration,
+    ) -> Result<Claimed, StoreError> {
+        // Boxed: the polling loop's state must not grow every single-node call's future.
+        let claimed =
+            claims::claim_redis(&self.cluster, self.bound, key, idem, fingerprint, timeout);
+        Box::pin(claimed).await
+    }
+
     fn expire(&self) {
         self.local.sweep();
     }
@@ -229,6 +278,16 @@ impl KeyStore for Store {
 
     async fn take_token(&self, ip: IpAddr) -> Result<bool, StoreError> {
         each!(self, s => s.take_token(ip).await)
+    }
+
+    async fn claim(
+        &self,
+        key: &str,
+        idem: &str,
+        fingerprint: u64,
+        timeout: Duration,
+    ) -> Result<Claimed, StoreError> {
+        each!(self, s => s.claim(key, idem, fingerprint, timeout).await)
     }
 
     fn expire(&self) {
