@@ -8,9 +8,9 @@
 //!
 //! The key lifecycle both follow is stated once, in [`lifecycle`].
 //!
-//! Covered so far: issuing, the revocation check of a handshake, the agent API's key status,
+//! Covered so far: issuing, binding and releasing, the revocation check of a handshake, the agent API's key status,
 //! revoking, the token rate per client address, `Idempotency-Key` claims and outcomes
-//! ([`claims`]) and expiry. Binding, releasing, in-flight slots, waits and idempotency still reach `Keys` and
+//! ([`claims`]) and expiry. In-flight slots, waits and idempotency still reach `Keys` and
 //! `Cluster` directly (see `ARCHITECTURE.md`).
 
 pub mod claims;
@@ -28,8 +28,10 @@ use relay_wire::{KeyState, KeyStatus};
 
 use crate::cluster::{self, Cluster, StoreError};
 use crate::idempotency::Idempotency;
-use crate::keys::{Displaced, Keys};
+use crate::keys::{Displaced, Keys, Proof};
+use crate::sockets::TabSocket;
 use claims::{Claimed, ReplayBound};
+use lifecycle::BindError;
 
 /// What a revoke did.
 pub struct Revocation {
@@ -44,6 +46,21 @@ impl Revocation {
     pub fn tab_notified(&self) -> bool {
         self.local.is_some() || self.remote
     }
+}
+
+/// What a bind did.
+pub enum Bound {
+    /// This socket already held the key: nothing changed.
+    Same,
+    /// The key is bound to the socket; `displaced` is the socket of this node that held it.
+    Bound { displaced: Option<Displaced> },
+}
+
+/// A bind's outcome, and whether a socket on another node lost the key to it (that socket is
+/// told through the adapter, whatever this node's record then said).
+pub struct BindOutcome {
+    pub bound: Result<Bound, BindError>,
+    pub replaced_elsewhere: bool,
 }
 
 /// What the relay keeps about keys, whichever backend keeps it.
@@ -69,6 +86,19 @@ pub trait KeyStore: Send + Sync {
         &self,
         key: &str,
     ) -> impl Future<Output = Result<Option<Revocation>, StoreError>> + Send;
+
+    /// Binds `key` to `socket` (see [`lifecycle::apply`]).
+    fn bind(
+        &self,
+        key: &str,
+        proof: Proof,
+        socket: &TabSocket,
+    ) -> impl Future<Output = Result<BindOutcome, StoreError>> + Send;
+
+    /// `socket` let go of `key`: the key goes offline for the grace if that socket held it.
+    /// Never fails: with Redis unreachable, the key stays online there until this node writes
+    /// its live bindings back, and that writes only live ones.
+    fn release(&self, key: &str, socket: &TabSocket) -> impl Future<Output = ()> + Send;
 
     /// Takes one token from `ip`'s issuance budget; false when it is spent (shared by every node
     /// on Redis).
@@ -129,6 +159,25 @@ impl KeyStore for MemoryStore {
             local,
             remote: false,
         }))
+    }
+
+    async fn bind(
+        &self,
+        key: &str,
+        proof: Proof,
+        socket: &TabSocket,
+    ) -> Result<BindOutcome, StoreError> {
+        Ok(BindOutcome {
+            bound: self
+                .keys
+                .bind(key, proof, socket)
+                .map(|displaced| Bound::Bound { displaced }),
+            replaced_elsewhere: false,
+        })
+    }
+
+    async fn release(&self, key: &str, socket: &TabSocket) {
+        self.keys.release(key, socket.id());
     }
 
     async fn take_token(&self, ip: IpAddr) -> Result<bool, StoreError> {
@@ -218,6 +267,64 @@ impl KeyStore for RedisStore {
         }
     }
 
+    async fn bind(
+        &self,
+        key: &str,
+        proof: Proof,
+        socket: &TabSocket,
+    ) -> Result<BindOutcome, StoreError> {
+        let token_exp = match proof {
+            Proof::Token { exp } => Some(exp),
+            Proof::BareKey => None,
+        };
+        let sid = socket.id().to_string();
+        let (exp_unix, replaced) = match self
+            .cluster
+            .bind(&cluster::rid(key), &sid, token_exp)
+            .await?
+        {
+            Err(refused) => {
+                return Ok(BindOutcome {
+                    bound: Err(refused),
+                    replaced_elsewhere: false,
+                });
+            }
+            Ok(cluster::Bound::Same) => {
+                return Ok(BindOutcome {
+                    bound: Ok(Bound::Same),
+                    replaced_elsewhere: false,
+                });
+            }
+            Ok(cluster::Bound::Bound { exp_unix, replaced }) => (exp_unix, replaced),
+        };
+        let replaced_elsewhere = replaced.is_some_and(|(node, _)| node != self.cluster.node());
+        // Redis accepted the bind: the local record follows it.
+        let bound = match self.local.bind(key, Proof::Token { exp: exp_unix }, socket) {
+            Ok(displaced) => Ok(Bound::Bound { displaced }),
+            Err(err) => {
+                // Only when this node's own record disagrees with Redis (a tombstone from
+                // before Redis lost its data): undo the shared half.
+                self.release(key, socket).await;
+                Err(err)
+            }
+        };
+        Ok(BindOutcome {
+            bound,
+            replaced_elsewhere,
+        })
+    }
+
+    async fn release(&self, key: &str, socket: &TabSocket) {
+        self.local.release(key, socket.id());
+        let released = self
+            .cluster
+            .release(&cluster::rid(key), &socket.id().to_string())
+            .await;
+        if released.is_err() {
+            tracing::debug!(key = %relay_wire::Fp(key), "release not recorded in Redis");
+        }
+    }
+
     async fn take_token(&self, ip: IpAddr) -> Result<bool, StoreError> {
         let bucket = format!("t:{ip}");
         let window = Duration::from_secs(60);
@@ -274,6 +381,19 @@ impl KeyStore for Store {
 
     async fn revoke(&self, key: &str) -> Result<Option<Revocation>, StoreError> {
         each!(self, s => s.revoke(key).await)
+    }
+
+    async fn bind(
+        &self,
+        key: &str,
+        proof: Proof,
+        socket: &TabSocket,
+    ) -> Result<BindOutcome, StoreError> {
+        each!(self, s => s.bind(key, proof, socket).await)
+    }
+
+    async fn release(&self, key: &str, socket: &TabSocket) {
+        each!(self, s => s.release(key, socket).await)
     }
 
     async fn take_token(&self, ip: IpAddr) -> Result<bool, StoreError> {
