@@ -552,11 +552,6 @@ async fn wait_gone(binding: &Binding, deadline: Instant) {
 }
 
 /// Tells the tab an awaited call ended without its answer. Best effort: the tab may be gone.
-pub fn cancel(binding: &Binding, call_id: &str) {
-    let _ = binding.socket.emit(
-        events::CANCEL,
-        &CancelEvent {
-            call_id: call_id.to_owned(),
-        },
-    );
+fn cancel(binding: &Binding, call_id: &str) {
+    binding.socket.cancel_call(call_id);
 }

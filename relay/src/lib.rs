@@ -8,19 +8,24 @@ pub mod api;
 pub mod app_jwt;
 pub mod calls;
 pub mod client_addr;
-pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod healthcheck;
 pub mod idempotency;
-pub mod keys;
+pub mod membership;
 pub mod metrics;
 pub mod openapi;
+pub mod pubsub;
 pub mod shutdown;
 pub mod sockets;
 pub mod store;
 pub mod tabs;
 pub mod tokens;
+
+/// This node's key records and bindings (the in-memory store's map).
+pub use store::keys;
+/// The Redis store under its older name: several nodes' shared state.
+pub use store::redis as cluster;
 
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
@@ -445,7 +450,7 @@ pub async fn run_connected(
     let maintainer = app
         .cluster
         .as_ref()
-        .map(|c| tokio::spawn(cluster::maintain(app.clone(), c.clone())));
+        .map(|c| tokio::spawn(membership::maintain(app.clone(), c.clone())));
 
     let sweeper = {
         let app = app.clone();

@@ -22,7 +22,6 @@ use socketioxide::extract::{AckSender, Data, SocketRef, State, TryData};
 use socketioxide::handler::ConnectHandler;
 
 use crate::App;
-use crate::calls;
 use crate::cluster;
 use crate::keys::{BindError, Displaced, Proof};
 use crate::sockets::{ClusterAdapter, Io, RelayAdapter, TabSocket};
@@ -341,7 +340,7 @@ fn proof_kind(proof: Proof) -> &'static str {
 /// a server-side disconnect (which socket.io-client does not retry on its own).
 pub fn dismiss(old: Displaced) {
     for call_id in &old.pending {
-        calls::cancel(&old.binding, call_id);
+        old.binding.socket.cancel_call(call_id);
     }
     let socket = old.binding.socket;
     socket.extensions().remove::<BoundKey>();

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use relay_wire::ErrorCode;
 use tokio::sync::watch;
 
-use crate::cluster::{self, Cluster, StoreError};
+use super::redis::{self as cluster, Cluster, StoreError};
 use crate::error::{ApiError, encode};
 use crate::idempotency::{self, Claim, Idempotency, Outcome};
 

@@ -14,7 +14,9 @@
 //! `Cluster` directly (see `ARCHITECTURE.md`).
 
 pub mod claims;
+pub mod keys;
 pub mod lifecycle;
+pub mod redis;
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -26,9 +28,10 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use relay_wire::{KeyState, KeyStatus};
 
-use crate::cluster::{self, Cluster, StoreError};
+use self::keys::{Displaced, Keys, Proof};
+use self::redis as cluster;
+use self::redis::{Cluster, StoreError};
 use crate::idempotency::Idempotency;
-use crate::keys::{Displaced, Keys, Proof};
 use crate::sockets::TabSocket;
 use claims::{Claimed, ReplayBound};
 use lifecycle::BindError;

@@ -18,8 +18,6 @@
 //!
 //! Keys are stored under a digest of the key, never the key itself.
 
-pub mod driver;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -33,9 +31,9 @@ use tokio::sync::Notify;
 use relay_wire::RevokeReason;
 
 use crate::error::ApiError;
+use crate::pubsub::PubSub;
 use crate::store::lifecycle::BindError;
 use crate::tokens::unix_now_ms;
-use driver::PubSub;
 
 /// The channel every key change is published on (the payload is the key's Redis name).
 pub const EVENTS: &str = "va:events";
@@ -457,7 +455,7 @@ impl Cluster {
         self.healthy.load(Ordering::Acquire) && self.listening.load(Ordering::Acquire)
     }
 
-    async fn ping_listener(&self) {
+    pub async fn ping_listener(&self) {
         let ok = matches!(
             tokio::time::timeout(OP_TIMEOUT, self.pubsub.ping()).await,
             Ok(Ok(()))
@@ -884,70 +882,6 @@ impl Drop for Slot {
                 .await;
         });
     }
-}
-
-/// The node's background duty while it runs: heartbeat, reap lost nodes, and write the live
-/// bindings back whenever this node finds its own entry gone.
-pub async fn maintain(app: Arc<crate::App>, cluster: Arc<Cluster>) {
-    let mut tick = tokio::time::interval(HEARTBEAT);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut first = true;
-    // Set while heartbeats fail. A heartbeat that timed out here may still reach Redis later (a
-    // partition that heals delivers what waited), and its answer, "the entry was gone", is then
-    // lost: so after any failed heartbeat the bindings are written back once Redis answers
-    // again, whatever the next heartbeat says (writing back a binding that stood is a no-op).
-    let mut unsure = false;
-    loop {
-        tick.tick().await;
-        cluster.ping_listener().await;
-        match cluster.heartbeat().await {
-            Ok(missing) => {
-                if (missing || unsure) && !first {
-                    if missing {
-                        tracing::warn!(
-                            "this node's entry was gone from Redis; writing its bindings back"
-                        );
-                    } else {
-                        tracing::info!(
-                            "Redis answers again; writing this node's bindings back in case they were reaped meanwhile"
-                        );
-                    }
-                    unsure = !reassert_all(&app, &cluster).await;
-                } else {
-                    unsure = false;
-                }
-                first = false;
-            }
-            Err(StoreError) => {
-                unsure = true;
-                continue;
-            }
-        }
-        match cluster.reap().await {
-            Ok(0) | Err(_) => {}
-            Ok(n) => tracing::info!(keys = n, "keys of a lost node marked offline"),
-        }
-    }
-}
-
-/// Writes every live local binding back; false when Redis failed before all were written.
-async fn reassert_all(app: &crate::App, cluster: &Cluster) -> bool {
-    for (key, binding, exp) in app.keys.bound() {
-        let sid = binding.sid().to_string();
-        let reason = match cluster.reassert(&rid(&key), &sid, exp).await {
-            Ok(None) => continue,
-            Ok(Some(reason)) => reason,
-            Err(StoreError) => return false,
-        };
-        tracing::info!(key = %relay_wire::Fp(&key), "binding lost while Redis was away; tab dismissed");
-        app.keys.release(&key, binding.sid());
-        crate::tabs::dismiss(crate::keys::Displaced {
-            binding,
-            pending: Vec::new(),
-            reason,
-        });
-    }
-    true
 }
 
 #[cfg(test)]
