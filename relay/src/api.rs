@@ -13,7 +13,7 @@ use axum::{Extension, Router};
 use bytes::Bytes;
 use relay_wire::{
     ErrorBody, ErrorCode, KeyStatus, RevokeReason, RevokeResponse, TokenRequest, TokenResponse,
-    ToolCallRequest, ToolCallResponse, headers, is_api_key, is_tool_name,
+    ToolCallRequest, ToolCallResponse, headers, is_api_key,
 };
 
 use crate::App;
@@ -23,7 +23,7 @@ use crate::idempotency::{self, Outcome};
 use crate::store::KeyStore;
 use crate::store::claims::Claimed;
 use crate::tabs;
-use relay_wire::Fp;
+use relay_wire::{ApiKey, CallTimeout, Fp, ToolName};
 
 pub fn routes() -> Router<Arc<App>> {
     Router::new()
@@ -367,34 +367,29 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
     let running = request.extensions().get::<Arc<calls::Running>>().cloned();
     let body = read_body(&app, request).await?;
     let req: ToolCallRequest = parse_object(&body)?;
-    if !is_api_key(&req.api_key) {
-        return Err(ApiError::invalid(
-            "apiKey must be va_ followed by 64 lowercase hex characters",
-        ));
-    }
-    if !is_tool_name(&req.tool_name) {
-        return Err(ApiError::invalid(
+    // Read once here: what runs the call holds a key, a tool name and a timeout known to be valid.
+    let api_key = ApiKey::parse(req.api_key).ok_or_else(|| {
+        ApiError::invalid("apiKey must be va_ followed by 64 lowercase hex characters")
+    })?;
+    let tool_name = ToolName::parse(req.tool_name).ok_or_else(|| {
+        ApiError::invalid(
             "toolName must match ^[A-Za-z][A-Za-z0-9_-]{0,63}$ and not be register, revoked or cancel",
-        ));
-    }
+        )
+    })?;
     let max = app.config.max_timeout;
-    let timeout = match req.timeout_ms {
-        None => app.config.default_timeout,
-        Some(ms) if ms >= 1 && u128::from(ms) <= max.as_millis() => {
-            std::time::Duration::from_millis(ms)
-        }
-        Some(_) => {
-            return Err(ApiError::invalid(format!(
+    let timeout = CallTimeout::parse(req.timeout_ms, app.config.default_timeout, max)
+        .ok_or_else(|| {
+            ApiError::invalid(format!(
                 "timeoutMs must be between 1 and {}",
                 max.as_millis()
-            )));
-        }
-    };
+            ))
+        })?
+        .get();
     let call = Call {
         agent,
         call_id: calls::new_call_id(),
-        api_key: req.api_key,
-        tool_name: req.tool_name,
+        api_key,
+        tool_name,
         params: req.params,
         await_result: req.await_result,
         timeout,
