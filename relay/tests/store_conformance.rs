@@ -203,7 +203,9 @@ async fn a_retry_waits_for_the_first_outcome(store: &impl KeyStore) {
     assert_eq!(&replayed.body[..], b"{\"ok\":true}");
 }
 
-#[tokio::test]
+/// The in-memory store on tokio's paused clock: its waits (expiry, a retry waiting for the first
+/// outcome) take no real time. Redis keeps its own clock, so its run sleeps for real.
+#[tokio::test(start_paused = true)]
 async fn memory_store() {
     suite(&MemoryStore::new(local_keys(), TOKENS_PER_MIN, BOUND)).await;
 }
