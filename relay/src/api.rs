@@ -12,17 +12,18 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 use bytes::Bytes;
 use relay_wire::{
-    ErrorBody, ErrorCode, KeyState, KeyStatus, RevokeReason, RevokeResponse, TokenRequest,
-    TokenResponse, ToolCallRequest, ToolCallResponse, headers, is_api_key, is_tool_name,
+    ErrorBody, ErrorCode, KeyStatus, RevokeReason, RevokeResponse, TokenRequest, TokenResponse,
+    ToolCallRequest, ToolCallResponse, headers, is_api_key,
 };
 
 use crate::App;
 use crate::calls::{self, Call};
-use crate::cluster::{self, Cluster};
 use crate::error::{ApiError, encode, json_response, truncate};
-use crate::idempotency::{self, Claim, Outcome};
+use crate::idempotency::{self, Outcome};
+use crate::store::KeyStore;
+use crate::store::claims::Claimed;
 use crate::tabs;
-use relay_wire::Fp;
+use relay_wire::{ApiKey, CallTimeout, Fp, ToolName};
 
 pub fn routes() -> Router<Arc<App>> {
     Router::new()
@@ -207,10 +208,7 @@ async fn issue_token(
         return Err(too_many_tokens());
     }
     let r = app.tokens.mint(&subject)?;
-    if let Some(c) = &app.cluster {
-        c.issue(&cluster::rid(&r.api_key), r.expires_at).await?;
-    }
-    app.keys.issue(&r.api_key, r.expires_at);
+    app.store.issue(&r.api_key, r.expires_at).await?;
     app.metrics.tokens_issued.inc();
     tracing::info!(
         key = %Fp(&r.api_key),
@@ -369,34 +367,29 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
     let running = request.extensions().get::<Arc<calls::Running>>().cloned();
     let body = read_body(&app, request).await?;
     let req: ToolCallRequest = parse_object(&body)?;
-    if !is_api_key(&req.api_key) {
-        return Err(ApiError::invalid(
-            "apiKey must be va_ followed by 64 lowercase hex characters",
-        ));
-    }
-    if !is_tool_name(&req.tool_name) {
-        return Err(ApiError::invalid(
+    // Read once here: what runs the call holds a key, a tool name and a timeout known to be valid.
+    let api_key = ApiKey::parse(req.api_key).ok_or_else(|| {
+        ApiError::invalid("apiKey must be va_ followed by 64 lowercase hex characters")
+    })?;
+    let tool_name = ToolName::parse(req.tool_name).ok_or_else(|| {
+        ApiError::invalid(
             "toolName must match ^[A-Za-z][A-Za-z0-9_-]{0,63}$ and not be register, revoked or cancel",
-        ));
-    }
+        )
+    })?;
     let max = app.config.max_timeout;
-    let timeout = match req.timeout_ms {
-        None => app.config.default_timeout,
-        Some(ms) if ms >= 1 && u128::from(ms) <= max.as_millis() => {
-            std::time::Duration::from_millis(ms)
-        }
-        Some(_) => {
-            return Err(ApiError::invalid(format!(
+    let timeout = CallTimeout::parse(req.timeout_ms, app.config.default_timeout, max)
+        .ok_or_else(|| {
+            ApiError::invalid(format!(
                 "timeoutMs must be between 1 and {}",
                 max.as_millis()
-            )));
-        }
-    };
+            ))
+        })?
+        .get();
     let call = Call {
         agent,
         call_id: calls::new_call_id(),
-        api_key: req.api_key,
-        tool_name: req.tool_name,
+        api_key,
+        tool_name,
         params: req.params,
         await_result: req.await_result,
         timeout,
@@ -412,34 +405,14 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
                 call.params.as_deref().map(|p| p.get()),
                 call.await_result,
             );
-            match &app.cluster {
-                None => match app.idempotency.claim(&call.api_key, &idem, fp) {
-                    Claim::Run(tx) => Some(Recorder::Local(tx)),
-                    Claim::Conflict => return Err(idempotency_conflict()),
-                    Claim::Replay(mut rx) => {
-                        // The first call is bounded by its own timeout; this bound only guards
-                        // against a first call that vanished without recording.
-                        let wait = app.config.max_timeout + app.config.drain;
-                        let outcome =
-                            tokio::time::timeout(wait, rx.wait_for(Option::is_some)).await;
-                        let o = match outcome {
-                            Ok(Ok(o)) => o.clone().unwrap_or_else(internal_outcome),
-                            _ => internal_outcome(),
-                        };
-                        return Ok(json_response(o.status, o.body));
-                    }
-                },
-                Some(c) => {
-                    let rid = cluster::rid(&call.api_key);
-                    match Box::pin(shared_claim(&app, c, &rid, &idem, fp, call.timeout)).await? {
-                        None => Some(Recorder::Shared {
-                            cluster: c.clone(),
-                            rid,
-                            idem,
-                        }),
-                        Some(o) => return Ok(json_response(o.status, o.body)),
-                    }
-                }
+            match app
+                .store
+                .claim(&call.api_key, &idem, fp, call.timeout)
+                .await?
+            {
+                Claimed::Run(recorder) => Some(recorder),
+                Claimed::Conflict => return Err(idempotency_conflict()),
+                Claimed::Replay(o) => return Ok(json_response(o.status, o.body)),
             }
         }
     };
@@ -492,23 +465,10 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
             took_us = started.elapsed().as_micros() as u64,
             "tool call"
         );
-        match recorder {
-            None => {}
-            Some(Recorder::Local(tx)) => {
-                tx.send_replace(Some(outcome.clone()));
-            }
-            Some(Recorder::Shared { cluster, rid, idem }) => {
-                let recorded = Box::pin(cluster.idem_record(
-                    &rid,
-                    &idem,
-                    outcome.status.as_u16(),
-                    &outcome.body,
-                ))
-                .await;
-                if recorded.is_err() {
-                    tracing::warn!(call_id = %call.call_id, "outcome not recorded for retries: Redis unreachable");
-                }
-            }
+        if let Some(recorder) = recorder
+            && recorder.record(&outcome).await.is_err()
+        {
+            tracing::warn!(call_id = %call.call_id, "outcome not recorded for retries: Redis unreachable");
         }
         outcome
     });
@@ -594,76 +554,8 @@ async fn tool_call_cancel_inner(app: Arc<App>, request: Request) -> Result<Respo
     ))
 }
 
-/// Where a call with an `Idempotency-Key` records its outcome for retries.
-enum Recorder {
-    Local(tokio::sync::watch::Sender<Option<Outcome>>),
-    Shared {
-        cluster: Arc<Cluster>,
-        rid: String,
-        idem: String,
-    },
-}
-
 fn idempotency_conflict() -> ApiError {
     ApiError::invalid("this Idempotency-Key was already used with a different request")
-}
-
-/// How often a retry on any node looks for the first call's outcome in Redis.
-const REPLAY_POLL: std::time::Duration = std::time::Duration::from_millis(20);
-
-/// Claims an `Idempotency-Key` in Redis. `None`: run the call; `Some`: the outcome to replay
-/// (the first call's, waited for if it is still running, on whichever node it runs).
-async fn shared_claim(
-    app: &App,
-    c: &Cluster,
-    rid: &str,
-    idem: &str,
-    fp: u64,
-    timeout: std::time::Duration,
-) -> Result<Option<Outcome>, ApiError> {
-    let now_ms = crate::tokens::unix_now_ms();
-    // The first call ends by its own deadline (plus a forced drain); past that it was lost.
-    let until_ms = now_ms + (timeout + app.config.drain).as_millis() as u64 + 2000;
-    let hard_stop =
-        tokio::time::Instant::now() + app.config.max_timeout + app.config.drain + REPLAY_POLL * 100;
-    let mut first = true;
-    loop {
-        match c
-            .idem_claim(rid, idem, fp, until_ms, idempotency::WINDOW)
-            .await?
-        {
-            cluster::IdemClaim::Run if first => return Ok(None),
-            cluster::IdemClaim::Run => return Ok(Some(internal_outcome())),
-            cluster::IdemClaim::Conflict => return Err(idempotency_conflict()),
-            cluster::IdemClaim::Done { status, body } => {
-                let status =
-                    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-                return Ok(Some(Outcome {
-                    status,
-                    body: Bytes::from(body),
-                }));
-            }
-            cluster::IdemClaim::Pending { until_ms } => {
-                let now_ms = crate::tokens::unix_now_ms();
-                if now_ms > until_ms || tokio::time::Instant::now() > hard_stop {
-                    return Ok(Some(internal_outcome()));
-                }
-            }
-        }
-        first = false;
-        tokio::time::sleep(REPLAY_POLL).await;
-    }
-}
-
-fn internal_outcome() -> Outcome {
-    let e = ApiError::new(
-        ErrorCode::Internal,
-        "the first call with this Idempotency-Key was lost",
-    );
-    Outcome {
-        status: e.status(),
-        body: encode(&e.body()),
-    }
 }
 
 fn key_param(api_key: &str) -> Result<(), ApiError> {
@@ -701,30 +593,13 @@ async fn key_status(
     let result = async {
         authorize(&app, &headers)?;
         key_param(&api_key)?;
-        let status = match &app.cluster {
-            None => app.keys.status(&api_key),
-            Some(c) => c
-                .status(&cluster::rid(&api_key))
-                .await?
-                .map(|s| shared_status(&api_key, s)),
-        };
+        let status = app.store.status(&api_key).await?;
         status.ok_or_else(ApiError::unknown_key)
     }
     .await;
     match result {
         Ok(status) => json_response(StatusCode::OK, encode(&status)),
         Err(e) => e.into_response(),
-    }
-}
-
-fn shared_status(api_key: &str, s: cluster::StoredStatus) -> KeyStatus {
-    let now_ms = crate::tokens::unix_now_ms();
-    KeyStatus {
-        ok: true,
-        state: s.state,
-        fingerprint: crate::config::fingerprint(api_key),
-        since_ms: s.since_ms,
-        grace_ends_ms: (s.state == KeyState::Offline).then(|| now_ms + s.ttl_ms.unwrap_or(0)),
     }
 }
 
@@ -777,27 +652,19 @@ async fn key_revoke(
 
 /// Revokes a key wherever its tab is; true when a tab was told.
 async fn revoke(app: &App, api_key: &str) -> Result<bool, ApiError> {
-    let Some(c) = &app.cluster else {
-        let displaced = app.keys.revoke(api_key).ok_or_else(ApiError::unknown_key)?;
-        let tab_notified = displaced.is_some();
-        if let Some(old) = displaced {
-            tabs::dismiss(old);
-        }
-        return Ok(tab_notified);
-    };
-    match c.revoke(&cluster::rid(api_key)).await? {
-        cluster::Revoked::Unknown => Err(ApiError::unknown_key()),
-        cluster::Revoked::Done { online_on } => {
-            // The local record follows Redis (a tombstone here too).
-            if let Some(Some(old)) = app.keys.revoke(api_key) {
-                tabs::dismiss(old);
-            }
-            if online_on.as_deref().is_some_and(|n| n != c.node()) {
-                tabs::dismiss_remote(app, api_key, RevokeReason::Revoked).await;
-            }
-            Ok(online_on.is_some())
-        }
+    let revocation = app
+        .store
+        .revoke(api_key)
+        .await?
+        .ok_or_else(ApiError::unknown_key)?;
+    let tab_notified = revocation.tab_notified();
+    if let Some(old) = revocation.local {
+        tabs::dismiss(old);
     }
+    if revocation.remote {
+        tabs::dismiss_remote(app, api_key, RevokeReason::Revoked).await;
+    }
+    Ok(tab_notified)
 }
 
 // ---- operations ------------------------------------------------------------------------------

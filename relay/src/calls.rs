@@ -17,14 +17,14 @@ use crate::cluster::{self, Acquired, AgentRate, Cluster, Place, Watch};
 use crate::error::{ApiError, truncate};
 use crate::keys::{AcquireError, Binding, KeyShared, WaitError};
 use crate::sockets::{ClusterAdapter, Io};
-use relay_wire::Fp;
+use relay_wire::{ApiKey, Fp, ToolName};
 
 /// A validated tool call.
 pub struct Call {
     /// Which agent secret authorized it (for the shared call rate with several nodes).
     pub agent: usize,
-    pub api_key: String,
-    pub tool_name: String,
+    pub api_key: ApiKey,
+    pub tool_name: ToolName,
     pub params: Option<Box<RawValue>>,
     pub await_result: bool,
     pub timeout: Duration,
@@ -552,11 +552,6 @@ async fn wait_gone(binding: &Binding, deadline: Instant) {
 }
 
 /// Tells the tab an awaited call ended without its answer. Best effort: the tab may be gone.
-pub fn cancel(binding: &Binding, call_id: &str) {
-    let _ = binding.socket.emit(
-        events::CANCEL,
-        &CancelEvent {
-            call_id: call_id.to_owned(),
-        },
-    );
+fn cancel(binding: &Binding, call_id: &str) {
+    binding.socket.cancel_call(call_id);
 }

@@ -5,224 +5,44 @@
 //! read the real address back. See `ARCHITECTURE.md` for the map.
 
 pub mod api;
+pub mod app;
 pub mod app_jwt;
 pub mod calls;
 pub mod client_addr;
-pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod healthcheck;
 pub mod idempotency;
-pub mod keys;
+pub mod membership;
 pub mod metrics;
 pub mod openapi;
+pub mod pubsub;
 pub mod shutdown;
 pub mod sockets;
+pub mod store;
 pub mod tabs;
 pub mod tokens;
 
-use std::net::{IpAddr, SocketAddr};
-use std::num::NonZeroU32;
+/// The Redis store under its older name: several nodes' shared state.
+pub use app::App;
+/// This node's key records and bindings (the in-memory store's map).
+pub use store::keys;
+pub use store::redis as cluster;
+
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::{HeaderValue, Method, header};
-use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
-use sha2::{Digest, Sha256};
+use axum::http::{HeaderValue, header};
 use socketioxide::SocketIo;
 use tokio::net::TcpListener;
-use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::services::ServeDir;
 
 use crate::cluster::Cluster;
 use crate::config::{Config, TokenMode};
-use crate::error::ApiError;
-use crate::idempotency::Idempotency;
-use crate::keys::{Keys, LifecycleConfig};
-use crate::metrics::Metrics;
-use crate::shutdown::Drain;
 use crate::sockets::{ClusterAdapter, Io};
-use crate::tokens::TokenService;
-
-/// Everything the handlers share. One per relay process.
-pub struct App {
-    pub config: Config,
-    pub keys: Keys,
-    pub tokens: TokenService,
-    pub metrics: Arc<Metrics>,
-    pub idempotency: Idempotency,
-    pub drain: Drain,
-    pub token_limiter: DefaultKeyedRateLimiter<IpAddr>,
-    /// The Socket.IO handle, set once by [`build`].
-    pub io: std::sync::OnceLock<Io>,
-    /// Several nodes: the shared state in Redis. `None` on a single node.
-    pub cluster: Option<Arc<Cluster>>,
-    /// SHA-256 of each agent secret, and that agent's call-rate limiter (same order).
-    agents: Vec<([u8; 32], DefaultDirectRateLimiter)>,
-    /// SHA-256 of each token-issuer secret (issuer mode).
-    issuers: Vec<[u8; 32]>,
-}
-
-/// Finds which of the `known` SHA-256 digests `presented` hashes to, in constant time: every
-/// digest is compared with no early exit, so timing reveals neither content, length nor which
-/// secret matched.
-fn find_secret<'a>(known: impl Iterator<Item = &'a [u8; 32]>, presented: &str) -> Option<usize> {
-    use subtle::{ConditionallySelectable, ConstantTimeEq};
-    let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-    let mut found = subtle::Choice::from(0u8);
-    let mut index = 0u32;
-    for (i, known) in known.enumerate() {
-        let eq = known.ct_eq(&digest);
-        index = u32::conditional_select(&index, &(i as u32), eq);
-        found |= eq;
-    }
-    bool::from(found).then_some(index as usize)
-}
-
-impl App {
-    pub fn new(config: Config, cluster: Option<Arc<Cluster>>) -> Arc<App> {
-        let metrics = Arc::new(Metrics::new());
-        let keys = Keys::new(
-            LifecycleConfig {
-                unbound_ttl: config.unbound_key_ttl,
-                grace: config.reconnect_grace,
-                max_inflight: config.max_inflight_per_key,
-            },
-            metrics.clone(),
-        );
-        let tokens = TokenService::new(
-            &config.livekit_api_key,
-            &config.livekit_api_secret,
-            &config.livekit_url,
-            config.token_ttl,
-        );
-        let per_min = NonZeroU32::new(config.token_rate_per_min).unwrap_or(NonZeroU32::MIN);
-        let token_limiter = RateLimiter::keyed(Quota::per_minute(per_min));
-        let agent_rate = NonZeroU32::new(config.agent_rate_per_sec).unwrap_or(NonZeroU32::MIN);
-        let agents = config
-            .agent_secrets
-            .iter()
-            .map(|s| {
-                let digest: [u8; 32] = Sha256::digest(s.expose().as_bytes()).into();
-                (digest, RateLimiter::direct(Quota::per_second(agent_rate)))
-            })
-            .collect();
-        let issuers = config
-            .issuer_secrets
-            .iter()
-            .map(|s| Sha256::digest(s.expose().as_bytes()).into())
-            .collect();
-        Arc::new(App {
-            config,
-            keys,
-            tokens,
-            metrics,
-            idempotency: Idempotency::default(),
-            drain: Drain::default(),
-            token_limiter,
-            io: std::sync::OnceLock::new(),
-            cluster,
-            agents,
-            issuers,
-        })
-    }
-
-    /// Connects to Redis when `RELAY_REDIS_URL` is set.
-    pub async fn connect_cluster(config: &Config) -> anyhow::Result<Option<Arc<Cluster>>> {
-        let Some(url) = &config.redis_url else {
-            return Ok(None);
-        };
-        let settings = cluster::Settings {
-            grace: config.reconnect_grace,
-            unbound_ttl: config.unbound_key_ttl,
-            max_inflight: config.max_inflight_per_key,
-            inflight_ttl: config.max_timeout + config.drain + Duration::from_secs(10),
-        };
-        let cluster = Cluster::connect(url.expose(), settings).await?;
-        tracing::info!(node = cluster.node(), "several-node mode: state in Redis");
-        Ok(Some(cluster))
-    }
-
-    /// Finds which agent secret `presented` is, comparing SHA-256 digests in constant time
-    /// against every configured secret (see [`find_secret`]).
-    pub fn agent_index(&self, presented: &str) -> Option<usize> {
-        find_secret(self.agents.iter().map(|(digest, _)| digest), presented)
-    }
-
-    /// Whether `presented` is one of the token-issuer secrets (constant time, like the agents').
-    pub fn is_token_issuer(&self, presented: &str) -> bool {
-        find_secret(self.issuers.iter(), presented).is_some()
-    }
-
-    /// Takes one call from agent `index`'s rate budget; false when it is spent. Single node
-    /// only: with several nodes the shared budget is taken with the call's in-flight slot.
-    pub fn agent_may_call(&self, index: usize) -> bool {
-        self.agents
-            .get(index)
-            .is_some_and(|(_, limiter)| limiter.check().is_ok())
-    }
-
-    /// The name of agent `index`'s shared rate window (a digest prefix, never the secret).
-    pub fn agent_bucket(&self, index: usize) -> String {
-        let digest = self.agents.get(index).map_or(&[0u8; 32], |(d, _)| d);
-        format!("a:{}", hex::encode(&digest[..8]))
-    }
-
-    /// Takes one token from `ip`'s issuance budget; false when it is spent. With several nodes
-    /// the budget is shared by all of them.
-    pub async fn may_issue_token(&self, ip: IpAddr) -> Result<bool, ApiError> {
-        match &self.cluster {
-            None => Ok(self.token_limiter.check_key(&ip).is_ok()),
-            Some(c) => {
-                let bucket = format!("t:{ip}");
-                let limit = self.config.token_rate_per_min;
-                Ok(c.rate(&bucket, limit, Duration::from_secs(60)).await?)
-            }
-        }
-    }
-
-    /// Whether a browser `Origin` may open a socket: listed in `RELAY_ALLOWED_ORIGINS` (or `*`),
-    /// or, when that is unset, the relay's own origin.
-    pub fn origin_allowed(&self, origin: &str, host: Option<&HeaderValue>) -> bool {
-        let origin = origin.trim_end_matches('/');
-        if self.config.allowed_origins.is_empty() {
-            let host = host.and_then(|h| h.to_str().ok()).unwrap_or_default();
-            let bare = origin
-                .strip_prefix("http://")
-                .or_else(|| origin.strip_prefix("https://"))
-                .unwrap_or(origin);
-            return !host.is_empty() && bare.eq_ignore_ascii_case(host);
-        }
-        self.config
-            .allowed_origins
-            .iter()
-            .any(|o| o == "*" || o.eq_ignore_ascii_case(origin))
-    }
-
-    fn cors(&self) -> Option<CorsLayer> {
-        let origins = &self.config.allowed_origins;
-        if origins.is_empty() {
-            return None;
-        }
-        let allow = if origins.iter().any(|o| o == "*") {
-            AllowOrigin::any()
-        } else {
-            AllowOrigin::list(origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()))
-        };
-        Some(
-            CorsLayer::new()
-                .allow_origin(allow)
-                .allow_methods([Method::GET, Method::POST, Method::DELETE])
-                .allow_headers([
-                    header::CONTENT_TYPE,
-                    header::AUTHORIZATION,
-                    header::HeaderName::from_static(relay_wire::headers::IDEMPOTENCY_KEY),
-                ])
-                .max_age(Duration::from_secs(600)),
-        )
-    }
-}
+use crate::store::KeyStore;
 
 /// Room for a Socket.IO packet's framing around a tab's answer (`43<ack id>[…]`, the envelope).
 const TAB_PACKET_FRAMING: usize = 1024;
@@ -436,7 +256,7 @@ pub async fn run_connected(
     let maintainer = app
         .cluster
         .as_ref()
-        .map(|c| tokio::spawn(cluster::maintain(app.clone(), c.clone())));
+        .map(|c| tokio::spawn(membership::maintain(app.clone(), c.clone())));
 
     let sweeper = {
         let app = app.clone();
@@ -445,9 +265,7 @@ pub async fn run_connected(
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                app.keys.sweep();
-                app.idempotency.sweep();
-                app.token_limiter.retain_recent();
+                app.store.expire();
             }
         })
     };

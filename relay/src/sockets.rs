@@ -14,7 +14,7 @@ use socketioxide::extensions::Extensions;
 use socketioxide::extract::SocketRef;
 use socketioxide::socket::Sid;
 
-use crate::cluster::driver::PubSub;
+use crate::pubsub::PubSub;
 
 /// The Socket.IO adapter of a relay running on Redis.
 pub type ClusterAdapter =
@@ -69,6 +69,16 @@ impl TabSocket {
 
     pub fn leave(&self, room: String) {
         each!(self, s => s.leave(room))
+    }
+
+    /// Tells the tab an awaited call ended without its answer. Best effort: the tab may be gone.
+    pub fn cancel_call(&self, call_id: &str) {
+        let _ = self.emit(
+            relay_wire::events::CANCEL,
+            &relay_wire::CancelEvent {
+                call_id: call_id.to_owned(),
+            },
+        );
     }
 
     /// Closes the socket from the server side (socket.io-client does not reconnect on its own).

@@ -22,10 +22,10 @@ use socketioxide::extract::{AckSender, Data, SocketRef, State, TryData};
 use socketioxide::handler::ConnectHandler;
 
 use crate::App;
-use crate::calls;
-use crate::cluster::{self, Bound};
+use crate::cluster;
 use crate::keys::{BindError, Displaced, Proof};
 use crate::sockets::{ClusterAdapter, Io, RelayAdapter, TabSocket};
+use crate::store::{Bound, KeyStore};
 use crate::tokens::{TokenError, VerifiedToken};
 use relay_wire::Fp;
 
@@ -151,13 +151,7 @@ fn close_if_never_bound(s: TabSocket, bound: std::time::Duration) {
 }
 
 async fn is_revoked(app: &App, key: &str) -> Result<bool, ErrorObject> {
-    match &app.cluster {
-        None => Ok(app.keys.is_revoked(key)),
-        Some(c) => c
-            .is_revoked(&cluster::rid(key))
-            .await
-            .map_err(|_| unavailable()),
-    }
+    app.store.is_revoked(key).await.map_err(|_| unavailable())
 }
 
 fn unavailable() -> ErrorObject {
@@ -282,39 +276,19 @@ async fn bind(app: &App, s: &TabSocket, key: &str, proof: Proof) -> Result<(), E
         release(app, &previous, s).await;
         s.leave(room(&previous));
     }
-    let proof = match &app.cluster {
-        None => proof,
-        Some(c) => {
-            let token_exp = match proof {
-                Proof::Token { exp } => Some(exp),
-                Proof::BareKey => None,
-            };
-            let sid = s.id().to_string();
-            match c.bind(&cluster::rid(key), &sid, token_exp).await {
-                Err(_) => return Err(unavailable()),
-                Ok(Err(refused)) => return Err(bind_refusal(refused)),
-                Ok(Ok(Bound::Same)) => return Ok(()),
-                Ok(Ok(Bound::Bound { exp_unix, replaced })) => {
-                    if let Some((node, old_sid)) = replaced
-                        && node != c.node()
-                    {
-                        tracing::info!(key = %Fp(key), %old_sid, "tab on another node replaced");
-                        dismiss_remote(app, key, RevokeReason::Replaced).await;
-                    }
-                    // Redis accepted the bind: the local record follows it.
-                    Proof::Token { exp: exp_unix }
-                }
-            }
-        }
-    };
-    let displaced = match app.keys.bind(key, proof, s) {
-        Ok(displaced) => displaced,
-        Err(err) => {
-            // Only when this node's own record disagrees with Redis (a tombstone from before
-            // Redis lost its data): undo the shared half.
-            release(app, key, s).await;
-            return Err(bind_refusal(err));
-        }
+    let outcome = app
+        .store
+        .bind(key, proof, s)
+        .await
+        .map_err(|_| unavailable())?;
+    if outcome.replaced_elsewhere {
+        tracing::info!(key = %Fp(key), "tab on another node replaced");
+        dismiss_remote(app, key, RevokeReason::Replaced).await;
+    }
+    let displaced = match outcome.bound {
+        Ok(Bound::Same) => return Ok(()),
+        Ok(Bound::Bound { displaced }) => displaced,
+        Err(err) => return Err(bind_refusal(err)),
     };
     let key: Arc<str> = key.into();
     s.join(room(&key));
@@ -333,18 +307,9 @@ async fn bind(app: &App, s: &TabSocket, key: &str, proof: Proof) -> Result<(), E
     Ok(())
 }
 
-/// Releases `key` from socket `s` on this node and, with several nodes, in Redis.
+/// Releases `key` from socket `s` (on this node and, with several nodes, in Redis).
 async fn release(app: &App, key: &str, s: &TabSocket) {
-    app.keys.release(key, s.id());
-    if let Some(c) = &app.cluster
-        && c.release(&cluster::rid(key), &s.id().to_string())
-            .await
-            .is_err()
-    {
-        // Redis is unreachable: the key stays online there until this node writes its
-        // bindings back, and that only writes live ones.
-        tracing::debug!(key = %Fp(key), "release not recorded in Redis");
-    }
+    app.store.release(key, s).await;
 }
 
 /// Tells the socket bound to `key` on another node that it lost its key, then closes it. Both
@@ -375,7 +340,7 @@ fn proof_kind(proof: Proof) -> &'static str {
 /// a server-side disconnect (which socket.io-client does not retry on its own).
 pub fn dismiss(old: Displaced) {
     for call_id in &old.pending {
-        calls::cancel(&old.binding, call_id);
+        old.binding.socket.cancel_call(call_id);
     }
     let socket = old.binding.socket;
     socket.extensions().remove::<BoundKey>();

@@ -109,6 +109,94 @@ pub fn is_tool_name(name: &str) -> bool {
 /// Tool names that would collide with the relay's own `voice-agent:*` events.
 const RESERVED_TOOL_NAMES: &[&str] = &["register", "revoked", "cancel"];
 
+/// A routing key read at the edge: `va_` and 64 lowercase hex characters, checked once when a
+/// request is parsed, so nothing further in has to ask again. Its `Debug` prints only the
+/// fingerprint, and it has no `Display`: a key cannot reach a log line whole by accident.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// `None` unless `value` is a well-formed key ([`is_api_key`]).
+    pub fn parse(value: impl Into<String>) -> Option<Self> {
+        let value = value.into();
+        is_api_key(&value).then_some(ApiKey(value))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for ApiKey {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ApiKey({})", Fp(&self.0))
+    }
+}
+
+/// A tool name read at the edge: `^[A-Za-z][A-Za-z0-9_-]{0,63}$` and none of the relay's own
+/// event names ([`is_tool_name`]).
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct ToolName(String);
+
+impl ToolName {
+    /// `None` unless `value` is an acceptable tool name.
+    pub fn parse(value: impl Into<String>) -> Option<Self> {
+        let value = value.into();
+        is_tool_name(&value).then_some(ToolName(value))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for ToolName {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ToolName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A call's timeout read at the edge: between 1 ms and the relay's maximum.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct CallTimeout(std::time::Duration);
+
+impl CallTimeout {
+    /// `timeout_ms` as sent (`None`: `default`), or `None` when outside `1..=max`.
+    pub fn parse(
+        timeout_ms: Option<u64>,
+        default: std::time::Duration,
+        max: std::time::Duration,
+    ) -> Option<Self> {
+        match timeout_ms {
+            None => Some(CallTimeout(default)),
+            Some(ms) if ms >= 1 && u128::from(ms) <= max.as_millis() => {
+                Some(CallTimeout(std::time::Duration::from_millis(ms)))
+            }
+            Some(_) => None,
+        }
+    }
+
+    pub fn get(self) -> std::time::Duration {
+        self.0
+    }
+}
+
 /// The closed list of error codes. Each has exactly one HTTP status.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

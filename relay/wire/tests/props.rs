@@ -57,6 +57,7 @@ proptest! {
     #[test]
     fn keys_follow_the_rule(s in ".{0,80}") {
         prop_assert_eq!(is_api_key(&s), key_rule(&s));
+        prop_assert_eq!(relay_wire::ApiKey::parse(s.clone()).is_some(), key_rule(&s));
     }
 
     #[test]
@@ -70,6 +71,7 @@ proptest! {
     #[test]
     fn tool_names_follow_the_rule(s in ".{0,80}") {
         prop_assert_eq!(is_tool_name(&s), tool_rule(&s));
+        prop_assert_eq!(relay_wire::ToolName::parse(s.clone()).is_some(), tool_rule(&s));
     }
 
     #[test]

@@ -18,24 +18,22 @@
 //!
 //! Keys are stored under a digest of the key, never the key itself.
 
-pub mod driver;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use dashmap::DashMap;
+use redis::Value;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Script, Value};
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
 use relay_wire::RevokeReason;
 
 use crate::error::ApiError;
-use crate::keys::BindError;
+use crate::pubsub::PubSub;
+use crate::store::lifecycle::BindError;
 use crate::tokens::unix_now_ms;
-use driver::PubSub;
 
 /// The channel every key change is published on (the payload is the key's Redis name).
 pub const EVENTS: &str = "va:events";
@@ -145,218 +143,11 @@ fn rate_window(bucket: &str, window: Duration) -> (String, u64) {
     )
 }
 
-/// Lua shared by the scripts that say where a tab is: an online key counts as waiting when its
-/// node has missed heartbeats (lost, or left), so no call is handed to a node that is gone.
-/// Needs [`CLOCK_LUA`] before it.
-const PLACE_LUA: &str = r"
-local function place(h, nodes, suspect)
-  if h[1] ~= 'online' then return nil end
-  local seen = redis.call('HGET', nodes, h[2])
-  if not seen then return nil end
-  if clock_ms() - tonumber(seen) > tonumber(suspect) then return nil end
-  return {h[2], h[3]}
-end
-";
-
-/// Lua shared by everything that reads node heartbeats: Redis's own clock in milliseconds, so
-/// node clocks may differ.
-const CLOCK_LUA: &str = r"
-local function clock_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-";
-
-/// Lua shared by release and reap: an online key goes offline for the reconnect grace (never
-/// past its token's expiry) and its change is published.
-const OFFLINE_LUA: &str = r"
-local function go_offline(k, now, grace, exp, events)
-  redis.call('HSET', k, 'st', 'offline', 'since', now)
-  redis.call('HDEL', k, 'node', 'sid')
-  local ttl = tonumber(grace)
-  local left = tonumber(exp) - tonumber(now)
-  if left < ttl then ttl = left end
-  if ttl <= 0 then redis.call('DEL', k) else redis.call('PEXPIRE', k, ttl) end
-  redis.call('PUBLISH', events, k)
-end
-";
-
-/// Lua shared by the rate limits: one step of a fixed window; false when `limit` is spent.
-const SPEND_LUA: &str = r"
-local function spend(k, limit, window)
-  local n = redis.call('INCR', k)
-  if n == 1 then redis.call('PEXPIRE', k, window) end
-  return n <= tonumber(limit)
-end
-";
-
 /// An online key whose node has not heartbeaten for this long is treated as offline by calls.
 pub const NODE_SUSPECT: Duration = Duration::from_millis(2500);
 
-struct Scripts {
-    lookup: Script,
-    issue: Script,
-    bind: Script,
-    release: Script,
-    revoke: Script,
-    acquire: Script,
-    heartbeat: Script,
-    reap: Script,
-    reassert: Script,
-    idem_claim: Script,
-    rate: Script,
-}
-
-impl Scripts {
-    fn new() -> Self {
-        Scripts {
-            // KEYS: key, nodes; ARGV: suspect ms
-            lookup: Script::new(&format!(
-                r"{CLOCK_LUA}{PLACE_LUA}
-local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
-if not h[1] or h[1] == 'revoked' then return {{'unknown'}} end
-local p = place(h, KEYS[2], ARGV[1])
-if p then return {{'online', p[1], p[2]}} end
-return {{'waiting'}}"
-            )),
-            issue: Script::new(
-                r"
-redis.call('HSET', KEYS[1], 'st', 'issued', 'since', ARGV[1], 'exp', ARGV[2], 'eb', '0')
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return 1",
-            ),
-            // ARGV: now, node, sid, proof (t|b), token exp ms, online extra ms, node-keys prefix
-            bind: Script::new(
-                r"
-local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'eb', 'exp')
-local st = h[1]
-local now = tonumber(ARGV[1])
-if not st then
-  if ARGV[4] == 'b' then return {'err', 'unknown'} end
-  if tonumber(ARGV[5]) <= now then return {'err', 'expired'} end
-elseif st == 'revoked' then return {'err', 'revoked'}
-elseif ARGV[4] == 'b' and h[4] == '1' then return {'err', 'token_required'} end
-if st == 'online' and h[2] == ARGV[2] and h[3] == ARGV[3] then return {'same'} end
-local exp = tonumber(h[5] or '0')
-if ARGV[4] == 't' and tonumber(ARGV[5]) > exp then exp = tonumber(ARGV[5]) end
-redis.call('HSET', KEYS[1], 'st', 'online', 'node', ARGV[2], 'sid', ARGV[3], 'since', ARGV[1], 'eb', '1', 'exp', exp)
-local left = exp - now
-if left < 0 then left = 0 end
-redis.call('PEXPIRE', KEYS[1], left + tonumber(ARGV[6]))
-redis.call('SADD', KEYS[2], KEYS[1])
-redis.call('PUBLISH', KEYS[3], KEYS[1])
-if st == 'online' then
-  if h[2] ~= ARGV[2] then redis.call('SREM', ARGV[7] .. h[2], KEYS[1]) end
-  return {'bound', tostring(exp), h[2], h[3]}
-end
-return {'bound', tostring(exp)}",
-            ),
-            // ARGV: now, node, sid, grace ms
-            release: Script::new(&format!(
-                r"{OFFLINE_LUA}
-local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'exp')
-if h[1] ~= 'online' or h[2] ~= ARGV[2] or h[3] ~= ARGV[3] then return 0 end
-redis.call('SREM', KEYS[2], KEYS[1])
-go_offline(KEYS[1], ARGV[1], ARGV[4], h[4], KEYS[3])
-return 1"
-            )),
-            // ARGV: now, node-keys prefix
-            revoke: Script::new(
-                r"
-local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'exp')
-if not h[1] or h[1] == 'revoked' then return {'unknown'} end
-redis.call('HSET', KEYS[1], 'st', 'revoked', 'since', ARGV[1])
-redis.call('HDEL', KEYS[1], 'node', 'sid')
-local ttl = tonumber(h[3]) - tonumber(ARGV[1])
-if ttl < 1 then ttl = 1 end
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('PUBLISH', KEYS[2], KEYS[1])
-if h[1] == 'online' then
-  redis.call('SREM', ARGV[2] .. h[2], KEYS[1])
-  return {'revoked', h[2]}
-end
-return {'revoked'}",
-            ),
-            // KEYS: key, in-flight counter, nodes, agent rate window
-            // ARGV: max in flight, counter ttl ms, suspect ms, agent rate limit, window ms
-            acquire: Script::new(&format!(
-                r"{CLOCK_LUA}{PLACE_LUA}{SPEND_LUA}
-if not spend(KEYS[4], ARGV[4], ARGV[5]) then return {{'rate'}} end
-local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
-if not h[1] or h[1] == 'revoked' then return {{'unknown'}} end
-local n = redis.call('INCR', KEYS[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-if n > tonumber(ARGV[1]) then
-  redis.call('DECR', KEYS[2])
-  return {{'busy'}}
-end
-local p = place(h, KEYS[3], ARGV[3])
-if p then return {{'ok', p[1], p[2]}} end
-return {{'ok'}}"
-            )),
-            // Returns 1 when this node's entry was missing (first beat, Redis emptied, or reaped).
-            heartbeat: Script::new(&format!(
-                r"{CLOCK_LUA}
-return redis.call('HSET', KEYS[1], ARGV[1], clock_ms())"
-            )),
-            // ARGV: stale ms, grace ms, node-keys prefix, now (node clock, for `since`)
-            reap: Script::new(&format!(
-                r"{CLOCK_LUA}{OFFLINE_LUA}
-local ms = clock_ms()
-local all = redis.call('HGETALL', KEYS[1])
-local reaped = 0
-for i = 1, #all, 2 do
-  local node = all[i]
-  if ms - tonumber(all[i + 1]) > tonumber(ARGV[1]) then
-    local set = ARGV[3] .. node
-    for _, k in ipairs(redis.call('SMEMBERS', set)) do
-      local h = redis.call('HMGET', k, 'st', 'node', 'exp')
-      if h[1] == 'online' and h[2] == node then
-        go_offline(k, ARGV[4], ARGV[2], h[3], KEYS[2])
-        reaped = reaped + 1
-      end
-    end
-    redis.call('DEL', set)
-    redis.call('HDEL', KEYS[1], node)
-  end
-end
-return reaped"
-            )),
-            // ARGV: now, node, sid, exp ms, ttl ms
-            reassert: Script::new(
-                r"
-local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
-if h[1] == 'revoked' then return 'revoked' end
-if h[1] == 'online' and (h[2] ~= ARGV[2] or h[3] ~= ARGV[3]) then return 'elsewhere' end
-redis.call('SADD', KEYS[2], KEYS[1])
-if h[1] == 'online' then return 'kept' end
-redis.call('HSET', KEYS[1], 'st', 'online', 'node', ARGV[2], 'sid', ARGV[3], 'since', ARGV[1], 'eb', '1', 'exp', ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-redis.call('PUBLISH', KEYS[3], KEYS[1])
-return 'restored'",
-            ),
-            // ARGV: request fingerprint, until ms, window ms
-            idem_claim: Script::new(
-                r"
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'until', ARGV[2])
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  return {'run'}
-end
-local h = redis.call('HMGET', KEYS[1], 'fp', 'status', 'body', 'until')
-if h[1] ~= ARGV[1] then return {'conflict'} end
-if h[2] then return {'done', h[2], h[3]} end
-return {'pending', h[4]}",
-            ),
-            // ARGV: limit, window ms
-            rate: Script::new(&format!(
-                r"{SPEND_LUA}
-if spend(KEYS[1], ARGV[1], ARGV[2]) then return 1 end
-return 0"
-            )),
-        }
-    }
-}
+mod scripts;
+use scripts::Scripts;
 
 /// Lifecycle settings shared by every node (they should be configured alike).
 pub struct Settings {
@@ -457,7 +248,7 @@ impl Cluster {
         self.healthy.load(Ordering::Acquire) && self.listening.load(Ordering::Acquire)
     }
 
-    async fn ping_listener(&self) {
+    pub async fn ping_listener(&self) {
         let ok = matches!(
             tokio::time::timeout(OP_TIMEOUT, self.pubsub.ping()).await,
             Ok(Ok(()))
@@ -884,70 +675,6 @@ impl Drop for Slot {
                 .await;
         });
     }
-}
-
-/// The node's background duty while it runs: heartbeat, reap lost nodes, and write the live
-/// bindings back whenever this node finds its own entry gone.
-pub async fn maintain(app: Arc<crate::App>, cluster: Arc<Cluster>) {
-    let mut tick = tokio::time::interval(HEARTBEAT);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut first = true;
-    // Set while heartbeats fail. A heartbeat that timed out here may still reach Redis later (a
-    // partition that heals delivers what waited), and its answer, "the entry was gone", is then
-    // lost: so after any failed heartbeat the bindings are written back once Redis answers
-    // again, whatever the next heartbeat says (writing back a binding that stood is a no-op).
-    let mut unsure = false;
-    loop {
-        tick.tick().await;
-        cluster.ping_listener().await;
-        match cluster.heartbeat().await {
-            Ok(missing) => {
-                if (missing || unsure) && !first {
-                    if missing {
-                        tracing::warn!(
-                            "this node's entry was gone from Redis; writing its bindings back"
-                        );
-                    } else {
-                        tracing::info!(
-                            "Redis answers again; writing this node's bindings back in case they were reaped meanwhile"
-                        );
-                    }
-                    unsure = !reassert_all(&app, &cluster).await;
-                } else {
-                    unsure = false;
-                }
-                first = false;
-            }
-            Err(StoreError) => {
-                unsure = true;
-                continue;
-            }
-        }
-        match cluster.reap().await {
-            Ok(0) | Err(_) => {}
-            Ok(n) => tracing::info!(keys = n, "keys of a lost node marked offline"),
-        }
-    }
-}
-
-/// Writes every live local binding back; false when Redis failed before all were written.
-async fn reassert_all(app: &crate::App, cluster: &Cluster) -> bool {
-    for (key, binding, exp) in app.keys.bound() {
-        let sid = binding.sid().to_string();
-        let reason = match cluster.reassert(&rid(&key), &sid, exp).await {
-            Ok(None) => continue,
-            Ok(Some(reason)) => reason,
-            Err(StoreError) => return false,
-        };
-        tracing::info!(key = %relay_wire::Fp(&key), "binding lost while Redis was away; tab dismissed");
-        app.keys.release(&key, binding.sid());
-        crate::tabs::dismiss(crate::keys::Displaced {
-            binding,
-            pending: Vec::new(),
-            reason,
-        });
-    }
-    true
 }
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::fingerprint;
 use crate::metrics::Metrics;
 use crate::sockets::TabSocket;
+pub use crate::store::lifecycle::BindError;
+use crate::store::lifecycle::{self, Event, Facts, Phase, Shown, Transition};
 use crate::tokens::{unix_now, unix_now_ms};
 use relay_wire::Fp;
 
@@ -57,6 +59,22 @@ struct Entry {
     /// Unix ms of the last state change.
     since_ms: u64,
     shared: Arc<KeyShared>,
+}
+
+impl Entry {
+    /// What the lifecycle ([`lifecycle::apply`]) knows of this entry.
+    fn facts(&self) -> Facts {
+        let phase = match self.state {
+            State::Issued => Phase::Issued,
+            State::Online(_) => Phase::Online,
+            State::Offline => Phase::Offline,
+            State::Revoked => Phase::Revoked,
+        };
+        Facts {
+            phase,
+            ever_bound: self.ever_bound,
+        }
+    }
 }
 
 /// Per-key data shared with the calls in flight for that key.
@@ -96,18 +114,6 @@ pub enum Proof {
     Token { exp: u64 },
     /// The bare key: accepted once, for a key issued and never bound.
     BareKey,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum BindError {
-    #[error("unknown key: never issued here, expired or removed")]
-    Unknown,
-    #[error("this key was revoked")]
-    Revoked,
-    #[error("a bare key binds only once; present the token to bind again")]
-    TokenRequired,
-    #[error("token is expired")]
-    Expired,
 }
 
 /// A socket that lost its key to a bind or a revoke, with the awaited calls it should drop.
@@ -204,17 +210,29 @@ impl Keys {
             socket: socket.clone(),
             gone: CancellationToken::new(),
         };
+        let shown = match proof {
+            Proof::Token { exp } => Shown::Token {
+                expired: exp_instant(exp) <= now,
+            },
+            Proof::BareKey => Shown::BareKey,
+        };
         let mut created = false;
-        let mut entry = match (self.map.get_mut(key), proof) {
-            (Some(entry), _) => entry,
-            (None, Proof::BareKey) => return Err(BindError::Unknown),
-            (None, Proof::Token { exp }) => {
+        let mut entry = match self.map.get_mut(key) {
+            Some(entry) => entry,
+            None => {
+                let absent = Event::Bind {
+                    shown,
+                    same_socket: false,
+                };
+                if let Transition::Refused(err) = lifecycle::apply(None, absent) {
+                    return Err(err);
+                }
                 // A valid token is proof of issuance even when its entry is gone (grace over,
                 // or another relay process minted it with the same LiveKit secret).
+                let Proof::Token { exp } = proof else {
+                    return Err(BindError::Unknown);
+                };
                 let token_exp = exp_instant(exp);
-                if token_exp <= now {
-                    return Err(BindError::Expired);
-                }
                 self.map.entry(key.into()).or_insert_with(|| {
                     created = true;
                     Entry {
@@ -228,11 +246,11 @@ impl Keys {
                 })
             }
         };
-        match (&entry.state, proof) {
-            (State::Revoked, _) => return Err(BindError::Revoked),
-            (_, Proof::BareKey) if entry.ever_bound => return Err(BindError::TokenRequired),
-            (State::Online(b), _) if b.sid() == socket.id() => return Ok(None),
-            _ => {}
+        let same_socket = matches!(&entry.state, State::Online(b) if b.sid() == socket.id());
+        match lifecycle::apply(Some(entry.facts()), Event::Bind { shown, same_socket }) {
+            Transition::Refused(err) => return Err(err),
+            Transition::Stays => return Ok(None),
+            Transition::To(_) => {}
         }
         if let Proof::Token { exp } = proof {
             entry.token_exp = entry.token_exp.max(exp_instant(exp));
@@ -269,13 +287,14 @@ impl Keys {
         let Some(mut entry) = self.map.get_mut(key) else {
             return;
         };
-        let State::Online(binding) = &entry.state else {
-            return;
-        };
-        if binding.sid() != sid {
+        let same_socket = matches!(&entry.state, State::Online(b) if b.sid() == sid);
+        let release = Event::Release { same_socket };
+        if lifecycle::apply(Some(entry.facts()), release) == Transition::Stays {
             return;
         }
-        binding.gone.cancel();
+        if let State::Online(binding) = &entry.state {
+            binding.gone.cancel();
+        }
         let now = Instant::now();
         entry.state = State::Offline;
         entry.remove_at = (now + self.cfg.grace).min(entry.token_exp.max(now));
@@ -290,7 +309,7 @@ impl Keys {
     /// socket that held it (if any) so the caller can tell it.
     pub fn revoke(&self, key: &str) -> Option<Option<Displaced>> {
         let mut entry = self.map.get_mut(key)?;
-        if matches!(entry.state, State::Revoked) {
+        if let Transition::Refused(_) = lifecycle::apply(Some(entry.facts()), Event::Revoke) {
             return None;
         }
         let previous = std::mem::replace(&mut entry.state, State::Revoked);
@@ -396,7 +415,8 @@ impl Keys {
         let now = Instant::now();
         let mut expired: Vec<(Arc<str>, bool)> = Vec::new();
         self.map.retain(|key, entry| {
-            let done = !matches!(entry.state, State::Online(_)) && entry.remove_at <= now;
+            let done = entry.remove_at <= now
+                && lifecycle::apply(Some(entry.facts()), Event::Expire) == Transition::To(None);
             if done {
                 expired.push((key.clone(), matches!(entry.state, State::Revoked)));
                 entry.shared.changed.notify_waiters();

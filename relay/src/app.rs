@@ -1,0 +1,210 @@
+//! `App`, everything the handlers share (one per relay process): configuration, the key store
+//! and this node's key records, the token service, metrics, the drain, the Socket.IO handle, and
+//! the agent and issuer secrets (as digests) with the agents' call rates.
+
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{HeaderValue, Method, header};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use sha2::{Digest, Sha256};
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use crate::cluster::{self, Cluster};
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::keys::{Keys, LifecycleConfig};
+use crate::metrics::Metrics;
+use crate::shutdown::Drain;
+use crate::sockets::Io;
+use crate::store::{self, KeyStore, MemoryStore, RedisStore, Store};
+use crate::tokens::TokenService;
+
+/// Everything the handlers share. One per relay process.
+pub struct App {
+    pub config: Config,
+    /// This node's keys and the sockets bound to them (on several nodes, following Redis).
+    pub keys: Arc<Keys>,
+    /// Where the truth about keys is kept; handlers ask it, never which backend it is.
+    pub store: Store,
+    pub tokens: TokenService,
+    pub metrics: Arc<Metrics>,
+    pub drain: Drain,
+    /// The Socket.IO handle, set once by [`build`].
+    pub io: std::sync::OnceLock<Io>,
+    /// Several nodes: the shared state in Redis. `None` on a single node.
+    pub cluster: Option<Arc<Cluster>>,
+    /// SHA-256 of each agent secret, and that agent's call-rate limiter (same order).
+    agents: Vec<([u8; 32], DefaultDirectRateLimiter)>,
+    /// SHA-256 of each token-issuer secret (issuer mode).
+    issuers: Vec<[u8; 32]>,
+}
+
+/// Finds which of the `known` SHA-256 digests `presented` hashes to, in constant time: every
+/// digest is compared with no early exit, so timing reveals neither content, length nor which
+/// secret matched.
+fn find_secret<'a>(known: impl Iterator<Item = &'a [u8; 32]>, presented: &str) -> Option<usize> {
+    use subtle::{ConditionallySelectable, ConstantTimeEq};
+    let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+    let mut found = subtle::Choice::from(0u8);
+    let mut index = 0u32;
+    for (i, known) in known.enumerate() {
+        let eq = known.ct_eq(&digest);
+        index = u32::conditional_select(&index, &(i as u32), eq);
+        found |= eq;
+    }
+    bool::from(found).then_some(index as usize)
+}
+
+impl App {
+    pub fn new(config: Config, cluster: Option<Arc<Cluster>>) -> Arc<App> {
+        let metrics = Arc::new(Metrics::new());
+        let keys = Arc::new(Keys::new(
+            LifecycleConfig {
+                unbound_ttl: config.unbound_key_ttl,
+                grace: config.reconnect_grace,
+                max_inflight: config.max_inflight_per_key,
+            },
+            metrics.clone(),
+        ));
+        let bound = store::claims::ReplayBound {
+            max_timeout: config.max_timeout,
+            drain: config.drain,
+        };
+        let store = match &cluster {
+            None => Store::Memory(MemoryStore::new(
+                keys.clone(),
+                config.token_rate_per_min,
+                bound,
+            )),
+            Some(c) => Store::Redis(RedisStore::new(
+                c.clone(),
+                keys.clone(),
+                config.token_rate_per_min,
+                bound,
+            )),
+        };
+        let tokens = TokenService::new(
+            &config.livekit_api_key,
+            &config.livekit_api_secret,
+            &config.livekit_url,
+            config.token_ttl,
+        );
+        let agent_rate = NonZeroU32::new(config.agent_rate_per_sec).unwrap_or(NonZeroU32::MIN);
+        let agents = config
+            .agent_secrets
+            .iter()
+            .map(|s| {
+                let digest: [u8; 32] = Sha256::digest(s.expose().as_bytes()).into();
+                (digest, RateLimiter::direct(Quota::per_second(agent_rate)))
+            })
+            .collect();
+        let issuers = config
+            .issuer_secrets
+            .iter()
+            .map(|s| Sha256::digest(s.expose().as_bytes()).into())
+            .collect();
+        Arc::new(App {
+            config,
+            keys,
+            store,
+            tokens,
+            metrics,
+            drain: Drain::default(),
+            io: std::sync::OnceLock::new(),
+            cluster,
+            agents,
+            issuers,
+        })
+    }
+
+    /// Connects to Redis when `RELAY_REDIS_URL` is set.
+    pub async fn connect_cluster(config: &Config) -> anyhow::Result<Option<Arc<Cluster>>> {
+        let Some(url) = &config.redis_url else {
+            return Ok(None);
+        };
+        let settings = cluster::Settings {
+            grace: config.reconnect_grace,
+            unbound_ttl: config.unbound_key_ttl,
+            max_inflight: config.max_inflight_per_key,
+            inflight_ttl: config.max_timeout + config.drain + Duration::from_secs(10),
+        };
+        let cluster = Cluster::connect(url.expose(), settings).await?;
+        tracing::info!(node = cluster.node(), "several-node mode: state in Redis");
+        Ok(Some(cluster))
+    }
+
+    /// Finds which agent secret `presented` is, comparing SHA-256 digests in constant time
+    /// against every configured secret (see [`find_secret`]).
+    pub fn agent_index(&self, presented: &str) -> Option<usize> {
+        find_secret(self.agents.iter().map(|(digest, _)| digest), presented)
+    }
+
+    /// Whether `presented` is one of the token-issuer secrets (constant time, like the agents').
+    pub fn is_token_issuer(&self, presented: &str) -> bool {
+        find_secret(self.issuers.iter(), presented).is_some()
+    }
+
+    /// Takes one call from agent `index`'s rate budget; false when it is spent. Single node
+    /// only: with several nodes the shared budget is taken with the call's in-flight slot.
+    pub fn agent_may_call(&self, index: usize) -> bool {
+        self.agents
+            .get(index)
+            .is_some_and(|(_, limiter)| limiter.check().is_ok())
+    }
+
+    /// The name of agent `index`'s shared rate window (a digest prefix, never the secret).
+    pub fn agent_bucket(&self, index: usize) -> String {
+        let digest = self.agents.get(index).map_or(&[0u8; 32], |(d, _)| d);
+        format!("a:{}", hex::encode(&digest[..8]))
+    }
+
+    /// Takes one token from `ip`'s issuance budget; false when it is spent. With several nodes
+    /// the budget is shared by all of them.
+    pub async fn may_issue_token(&self, ip: IpAddr) -> Result<bool, ApiError> {
+        Ok(self.store.take_token(ip).await?)
+    }
+
+    /// Whether a browser `Origin` may open a socket: listed in `RELAY_ALLOWED_ORIGINS` (or `*`),
+    /// or, when that is unset, the relay's own origin.
+    pub fn origin_allowed(&self, origin: &str, host: Option<&HeaderValue>) -> bool {
+        let origin = origin.trim_end_matches('/');
+        if self.config.allowed_origins.is_empty() {
+            let host = host.and_then(|h| h.to_str().ok()).unwrap_or_default();
+            let bare = origin
+                .strip_prefix("http://")
+                .or_else(|| origin.strip_prefix("https://"))
+                .unwrap_or(origin);
+            return !host.is_empty() && bare.eq_ignore_ascii_case(host);
+        }
+        self.config
+            .allowed_origins
+            .iter()
+            .any(|o| o == "*" || o.eq_ignore_ascii_case(origin))
+    }
+
+    pub(crate) fn cors(&self) -> Option<CorsLayer> {
+        let origins = &self.config.allowed_origins;
+        if origins.is_empty() {
+            return None;
+        }
+        let allow = if origins.iter().any(|o| o == "*") {
+            AllowOrigin::any()
+        } else {
+            AllowOrigin::list(origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()))
+        };
+        Some(
+            CorsLayer::new()
+                .allow_origin(allow)
+                .allow_methods([Method::GET, Method::POST, Method::DELETE])
+                .allow_headers([
+                    header::CONTENT_TYPE,
+                    header::AUTHORIZATION,
+                    header::HeaderName::from_static(relay_wire::headers::IDEMPOTENCY_KEY),
+                ])
+                .max_age(Duration::from_secs(600)),
+        )
+    }
+}

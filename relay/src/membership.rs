@@ -1,0 +1,73 @@
+//! This node's membership in a cluster on Redis: the once-a-second duty of heartbeating,
+//! reaping lost nodes, and writing this node's live bindings back when its entry was lost.
+
+use std::sync::Arc;
+
+use crate::App;
+use crate::cluster::{Cluster, HEARTBEAT, StoreError, rid};
+use crate::keys::Displaced;
+use crate::tabs;
+
+/// The node's background duty while it runs: heartbeat, reap lost nodes, and write the live
+/// bindings back whenever this node finds its own entry gone.
+pub async fn maintain(app: Arc<App>, cluster: Arc<Cluster>) {
+    let mut tick = tokio::time::interval(HEARTBEAT);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut first = true;
+    // Set while heartbeats fail. A heartbeat that timed out here may still reach Redis later (a
+    // partition that heals delivers what waited), and its answer, "the entry was gone", is then
+    // lost: so after any failed heartbeat the bindings are written back once Redis answers
+    // again, whatever the next heartbeat says (writing back a binding that stood is a no-op).
+    let mut unsure = false;
+    loop {
+        tick.tick().await;
+        cluster.ping_listener().await;
+        match cluster.heartbeat().await {
+            Ok(missing) => {
+                if (missing || unsure) && !first {
+                    if missing {
+                        tracing::warn!(
+                            "this node's entry was gone from Redis; writing its bindings back"
+                        );
+                    } else {
+                        tracing::info!(
+                            "Redis answers again; writing this node's bindings back in case they were reaped meanwhile"
+                        );
+                    }
+                    unsure = !reassert_all(&app, &cluster).await;
+                } else {
+                    unsure = false;
+                }
+                first = false;
+            }
+            Err(StoreError) => {
+                unsure = true;
+                continue;
+            }
+        }
+        match cluster.reap().await {
+            Ok(0) | Err(_) => {}
+            Ok(n) => tracing::info!(keys = n, "keys of a lost node marked offline"),
+        }
+    }
+}
+
+/// Writes every live local binding back; false when Redis failed before all were written.
+async fn reassert_all(app: &App, cluster: &Cluster) -> bool {
+    for (key, binding, exp) in app.keys.bound() {
+        let sid = binding.sid().to_string();
+        let reason = match cluster.reassert(&rid(&key), &sid, exp).await {
+            Ok(None) => continue,
+            Ok(Some(reason)) => reason,
+            Err(StoreError) => return false,
+        };
+        tracing::info!(key = %relay_wire::Fp(&key), "binding lost while Redis was away; tab dismissed");
+        app.keys.release(&key, binding.sid());
+        tabs::dismiss(Displaced {
+            binding,
+            pending: Vec::new(),
+            reason,
+        });
+    }
+    true
+}

@@ -1,0 +1,389 @@
+//! One suite for every key store: the same cases run unchanged against the in-memory store and
+//! against the Redis store on a real `redis-server` (started here on a free port); and the Redis
+//! scripts walked through the lifecycle table (`relay::store::lifecycle`).
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use bytes::Bytes;
+use relay::cluster::{Bound, Cluster, Revoked, Settings};
+use relay::idempotency::Outcome;
+use relay::keys::{Keys, LifecycleConfig};
+use relay::metrics::Metrics;
+use relay::store::claims::{Claimed, ReplayBound};
+use relay::store::lifecycle::{self, BindError, Event, Facts, Phase, Shown, Transition};
+use relay::store::{KeyStore, MemoryStore, RedisStore};
+use relay::tokens::unix_now;
+use relay_wire::KeyState;
+
+const UNBOUND_TTL: Duration = Duration::from_millis(300);
+const GRACE: Duration = Duration::from_millis(300);
+
+fn lifecycle() -> LifecycleConfig {
+    LifecycleConfig {
+        unbound_ttl: UNBOUND_TTL,
+        grace: GRACE,
+        max_inflight: 4,
+    }
+}
+
+fn local_keys() -> Arc<Keys> {
+    Arc::new(Keys::new(lifecycle(), Arc::new(Metrics::new())))
+}
+
+fn fresh_key() -> String {
+    format!("va_{}", hex::encode(rand::random::<[u8; 32]>()))
+}
+
+/// A token expiry an hour away (Unix seconds).
+fn in_an_hour() -> u64 {
+    unix_now().as_secs() + 3600
+}
+
+/// Every case, in order; each uses keys of its own.
+async fn suite(store: &impl KeyStore) {
+    unknown_key(store).await;
+    issue_then_status(store).await;
+    revoke_leaves_a_tombstone(store).await;
+    unbound_key_expires(store).await;
+    token_rate_per_address(store).await;
+    idempotency_run_replay_conflict(store).await;
+    a_retry_waits_for_the_first_outcome(store).await;
+}
+
+async fn unknown_key(store: &impl KeyStore) {
+    let key = fresh_key();
+    assert!(
+        store.status(&key).await.unwrap().is_none(),
+        "unknown: no status"
+    );
+    assert!(
+        !store.is_revoked(&key).await.unwrap(),
+        "unknown: not revoked"
+    );
+    assert!(
+        store.revoke(&key).await.unwrap().is_none(),
+        "unknown: nothing to revoke"
+    );
+}
+
+async fn issue_then_status(store: &impl KeyStore) {
+    let key = fresh_key();
+    store.issue(&key, in_an_hour()).await.unwrap();
+    let status = store
+        .status(&key)
+        .await
+        .unwrap()
+        .expect("issued key has a status");
+    assert_eq!(status.state, KeyState::Issued);
+    assert!(status.grace_ends_ms.is_none());
+    assert!(status.since_ms > 0);
+    assert!(!store.is_revoked(&key).await.unwrap());
+}
+
+async fn revoke_leaves_a_tombstone(store: &impl KeyStore) {
+    let key = fresh_key();
+    store.issue(&key, in_an_hour()).await.unwrap();
+    let revoked = store
+        .revoke(&key)
+        .await
+        .unwrap()
+        .expect("issued key revokes");
+    assert!(!revoked.tab_notified(), "no tab held an issued key");
+    assert!(store.is_revoked(&key).await.unwrap(), "tombstone stands");
+    assert!(
+        store.status(&key).await.unwrap().is_none(),
+        "revoked: no status"
+    );
+    assert!(
+        store.revoke(&key).await.unwrap().is_none(),
+        "revoked twice: unknown"
+    );
+    store.expire();
+    assert!(
+        store.is_revoked(&key).await.unwrap(),
+        "tombstone outlives the sweep"
+    );
+}
+
+async fn unbound_key_expires(store: &impl KeyStore) {
+    let key = fresh_key();
+    store.issue(&key, in_an_hour()).await.unwrap();
+    tokio::time::sleep(UNBOUND_TTL + Duration::from_millis(200)).await;
+    store.expire();
+    assert!(
+        store.status(&key).await.unwrap().is_none(),
+        "unbound key expired"
+    );
+    assert!(!store.is_revoked(&key).await.unwrap());
+}
+
+/// Tokens one address may get per minute in the suite.
+const TOKENS_PER_MIN: u32 = 2;
+
+async fn token_rate_per_address(store: &impl KeyStore) {
+    let [a, b, c, d] = rand::random::<[u8; 4]>();
+    let ip = std::net::IpAddr::from([10, a, b, c]);
+    let other = std::net::IpAddr::from([10, a, b, c.wrapping_add(1 + d % 200)]);
+    for _ in 0..TOKENS_PER_MIN {
+        assert!(store.take_token(ip).await.unwrap(), "within the budget");
+    }
+    assert!(!store.take_token(ip).await.unwrap(), "budget spent");
+    assert!(
+        store.take_token(other).await.unwrap(),
+        "another address has its own"
+    );
+}
+
+const BOUND: ReplayBound = ReplayBound {
+    max_timeout: Duration::from_secs(2),
+    drain: Duration::from_millis(100),
+};
+
+fn outcome(status: u16, body: &'static [u8]) -> Outcome {
+    Outcome {
+        status: StatusCode::from_u16(status).unwrap(),
+        body: Bytes::from_static(body),
+    }
+}
+
+async fn idempotency_run_replay_conflict(store: &impl KeyStore) {
+    let key = fresh_key();
+    let timeout = Duration::from_secs(1);
+    let Claimed::Run(recorder) = store.claim(&key, "i-1", 7, timeout).await.unwrap() else {
+        panic!("the first claim runs")
+    };
+    recorder
+        .record(&outcome(504, b"{\"ok\":false}"))
+        .await
+        .unwrap();
+    let Claimed::Replay(replayed) = store.claim(&key, "i-1", 7, timeout).await.unwrap() else {
+        panic!("a retry replays")
+    };
+    assert_eq!(replayed.status.as_u16(), 504);
+    assert_eq!(&replayed.body[..], b"{\"ok\":false}", "byte for byte");
+    assert!(
+        matches!(
+            store.claim(&key, "i-1", 8, timeout).await.unwrap(),
+            Claimed::Conflict
+        ),
+        "other content under the same Idempotency-Key"
+    );
+    let other_key = fresh_key();
+    assert!(
+        matches!(
+            store.claim(&other_key, "i-1", 7, timeout).await.unwrap(),
+            Claimed::Run(_)
+        ),
+        "the same Idempotency-Key for another key is another call"
+    );
+}
+
+async fn a_retry_waits_for_the_first_outcome(store: &impl KeyStore) {
+    let key = fresh_key();
+    let timeout = Duration::from_secs(1);
+    let Claimed::Run(recorder) = store.claim(&key, "i-2", 9, timeout).await.unwrap() else {
+        panic!("the first claim runs")
+    };
+    let retry = store.claim(&key, "i-2", 9, timeout);
+    let first = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        recorder
+            .record(&outcome(200, b"{\"ok\":true}"))
+            .await
+            .unwrap();
+    };
+    let (claimed, ()) = tokio::join!(retry, first);
+    let Claimed::Replay(replayed) = claimed.unwrap() else {
+        panic!("the retry replays once the first call recorded")
+    };
+    assert_eq!(replayed.status.as_u16(), 200);
+    assert_eq!(&replayed.body[..], b"{\"ok\":true}");
+}
+
+/// The in-memory store on tokio's paused clock: its waits (expiry, a retry waiting for the first
+/// outcome) take no real time. Redis keeps its own clock, so its run sleeps for real.
+#[tokio::test(start_paused = true)]
+async fn memory_store() {
+    suite(&MemoryStore::new(local_keys(), TOKENS_PER_MIN, BOUND)).await;
+}
+
+/// A `redis-server` of the test's own, killed when dropped.
+struct RedisServer {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_redis() -> RedisServer {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server must be installed for the store suite");
+    RedisServer { child, port }
+}
+
+async fn connect(port: u16) -> Arc<Cluster> {
+    let url = format!("redis://127.0.0.1:{port}");
+    let settings = || Settings {
+        grace: GRACE,
+        unbound_ttl: UNBOUND_TTL,
+        max_inflight: 4,
+        inflight_ttl: Duration::from_secs(60),
+    };
+    for _ in 0..50 {
+        if let Ok(cluster) = Cluster::connect(&url, settings()).await {
+            return cluster;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("redis-server did not start on port {port}");
+}
+
+#[tokio::test]
+async fn redis_store() {
+    let server = start_redis();
+    let cluster = connect(server.port).await;
+    suite(&RedisStore::new(
+        cluster,
+        local_keys(),
+        TOKENS_PER_MIN,
+        BOUND,
+    ))
+    .await;
+}
+
+/// The Redis scripts follow the lifecycle table: every reachable key, every event that a script
+/// carries out (bind, release, revoke; issue and expiry are plain writes and TTLs, covered
+/// above), the same outcome and the same next phase as [`lifecycle::apply`].
+#[tokio::test]
+async fn redis_scripts_follow_the_lifecycle_table() {
+    let server = start_redis();
+    let cluster = connect(server.port).await;
+    let held_by = "sid-holder";
+    let mut checked = 0;
+    for start in lifecycle::REACHABLE {
+        for event in lifecycle::EVENTS {
+            if matches!(event, Event::Issue | Event::Expire) {
+                continue;
+            }
+            let rid = relay::cluster::rid(&fresh_key());
+            reach(&cluster, &rid, start, held_by).await;
+            let expected = lifecycle::apply(start, event);
+            let outcome = match event {
+                Event::Bind { shown, same_socket } => {
+                    let sid = if same_socket { held_by } else { "sid-other" };
+                    let exp = match shown {
+                        Shown::Token { expired: false } => Some(in_an_hour()),
+                        Shown::Token { expired: true } => Some(unix_now().as_secs() - 10),
+                        Shown::BareKey => None,
+                    };
+                    match cluster.bind(&rid, sid, exp).await.unwrap() {
+                        Err(e) => Transition::Refused(e),
+                        Ok(Bound::Same) => Transition::Stays,
+                        Ok(Bound::Bound { .. }) => observed(&cluster, &rid).await,
+                    }
+                }
+                Event::Release { same_socket } => {
+                    let sid = if same_socket { held_by } else { "sid-other" };
+                    let before = observed(&cluster, &rid).await;
+                    cluster.release(&rid, sid).await.unwrap();
+                    let after = observed(&cluster, &rid).await;
+                    if after == before {
+                        Transition::Stays
+                    } else {
+                        after
+                    }
+                }
+                Event::Revoke => match cluster.revoke(&rid).await.unwrap() {
+                    Revoked::Unknown => Transition::Refused(BindError::Unknown),
+                    Revoked::Done { .. } => observed(&cluster, &rid).await,
+                },
+                Event::Issue | Event::Expire => unreachable!(),
+            };
+            assert_eq!(
+                norm(outcome),
+                norm(expected),
+                "{start:?} --{event:?}--> Lua gave {outcome:?}, the table {expected:?}"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(
+        checked,
+        5 * 7,
+        "every reachable key with every scripted event"
+    );
+}
+
+/// Puts `rid` into `start` through the scripts.
+async fn reach(cluster: &Cluster, rid: &str, start: Option<Facts>, sid: &str) {
+    let Some(facts) = start else { return };
+    cluster.issue(rid, in_an_hour()).await.unwrap();
+    match facts.phase {
+        Phase::Issued => {}
+        Phase::Online => drop(cluster.bind(rid, sid, Some(in_an_hour())).await.unwrap()),
+        Phase::Offline => {
+            drop(cluster.bind(rid, sid, Some(in_an_hour())).await.unwrap());
+            cluster.release(rid, sid).await.unwrap();
+        }
+        Phase::Revoked => drop(cluster.revoke(rid).await.unwrap()),
+    }
+    assert_eq!(
+        phase_of(observed(cluster, rid).await),
+        Some(start.map(|f| f.phase))
+    );
+}
+
+/// The phase Redis holds for `rid`, as a transition to it.
+async fn observed(cluster: &Cluster, rid: &str) -> Transition {
+    if cluster.is_revoked(rid).await.unwrap() {
+        return Transition::To(Some(Facts {
+            phase: Phase::Revoked,
+            ever_bound: false,
+        }));
+    }
+    let phase = cluster.status(rid).await.unwrap().map(|s| match s.state {
+        KeyState::Issued => Phase::Issued,
+        KeyState::Online => Phase::Online,
+        KeyState::Offline => Phase::Offline,
+    });
+    Transition::To(phase.map(|phase| Facts {
+        phase,
+        ever_bound: false,
+    }))
+}
+
+/// What a transition says about the key's phase (`ever_bound` is not stored by phase alone).
+fn phase_of(t: Transition) -> Option<Option<Phase>> {
+    match t {
+        Transition::To(facts) => Some(facts.map(|f| f.phase)),
+        _ => None,
+    }
+}
+
+/// A transition with `ever_bound` left out, which Redis does not report.
+fn norm(t: Transition) -> Transition {
+    match t {
+        Transition::To(facts) => Transition::To(facts.map(|f| Facts {
+            ever_bound: false,
+            ..f
+        })),
+        other => other,
+    }
+}
