@@ -91,18 +91,24 @@ fn finish<A: socketioxide::adapter::Adapter>(
     io: Io,
 ) -> (Router, Io) {
     let _ = app.io.set(io.clone());
-    let mut router = api::routes();
+    let mut pages = Router::new();
     let web_dir = &app.config.web_dir;
     if web_dir.join("index.html").is_file() {
         let files = ServeDir::new(web_dir);
-        router = router.fallback(move |request| static_file(files.clone(), request));
+        pages = pages.fallback(move |request| static_file(files.clone(), request));
     } else {
-        router = router.route("/", axum::routing::get(placeholder_page));
+        pages = pages.route("/", axum::routing::get(placeholder_page));
     }
-    let mut router = router
-        .with_state(app.clone())
+    // Socket.IO sits in front of the pages only: what no API route takes. As a layer of the
+    // whole router it wrapped every API route too, a boxed service cloned and polled on every
+    // agent call (about a tenth of a call's instructions).
+    let socket_io = tower::ServiceBuilder::new()
+        .layer(axum::middleware::map_request(detach_request_head))
         .layer(layer)
-        .layer(axum::middleware::map_request(detach_request_head));
+        .service(pages);
+    let mut router = api::routes()
+        .with_state(app.clone())
+        .fallback_service(socket_io);
     if let Some(cors) = app.cors() {
         router = router.layer(cors);
     }

@@ -101,10 +101,11 @@ where
 
 /// A codec for WebSocket frames.
 ///
-/// Patched (not in upstream 0.30.0): both buffers are given back as soon as they are drained, so
-/// an idle connection holds no buffer, and one that received or sent a large message returns to
-/// that size instead of keeping the largest size it ever needed (upstream issue #500). The read
-/// buffer is taken again (`in_buf_max_read` bytes) when a read starts.
+/// Patched (not in upstream 0.30.0): both buffers are given back once drained (the read buffer
+/// when a read finds nothing more to read, the write buffer when all of it was written), so an
+/// idle connection holds no buffer, and one that received or sent a large message returns to that
+/// size instead of keeping the largest size it ever needed (upstream issue #500). The read buffer
+/// is taken again (`in_buf_max_read` bytes) when a read starts.
 #[derive(Debug)]
 pub(super) struct FrameCodec {
     /// Buffer to read data from the stream.
@@ -206,12 +207,7 @@ impl FrameCodec {
             if let Some((_, len)) = &self.header {
                 let len = *len as usize;
                 if len <= self.in_buffer.len() {
-                    let payload = self.in_buffer.split_to(len);
-                    if self.in_buffer.is_empty() {
-                        // Patched: give the buffer back (the payload keeps what it uses).
-                        self.in_buffer = BytesMut::new();
-                    }
-                    break payload;
+                    break self.in_buffer.split_to(len);
                 }
             }
 
