@@ -1,18 +1,29 @@
 #!/usr/bin/env node
-// The benchmark behind `scripts/manage.sh bench`: runs the same load generator against the relay
-// and against the reference server (the seed's Express + socket.io design), each scenario on a
-// fresh server process, server and generator pinned to different cores when there are two,
-// repeated (3 times by default) and reported as medians with the ratio relay/reference.
+// The benchmark behind `scripts/manage.sh bench`: runs the same load generator against the relay,
+// against the reference server (the seed's Express + socket.io design) and against the floor (the
+// least a server on the relay's own stack, hyper and tungstenite, does for the same round trip:
+// relay/bench/src/floor.rs), each scenario on a fresh server process, server and generator pinned
+// to different cores when there are two, repeated (3 times by default) and reported as medians
+// with the ratios relay/reference and relay/floor.
 //
 //   node scripts/bench.mjs [--reps 3] [--secs 10] [--quick] [--no-50k] [--no-cluster] [--cluster-only]
+//                          [--only id,id…] [--wait-quiet SECS]
+//
+// Figures: resident memory per idle tab (tabs send a browser's request headers) and after one
+// 32 KiB emit to every tab; server CPU per awaited call (utime+stime over the run / calls) at
+// 500, 2,000 and 10,000 offered calls/s and in a closed loop; round trips per server-core second;
+// latency at 2,000/s. Memory figures hold on a busy machine; CPU figures do not: the generator
+// records the CPU that other processes used during each measured run (other_cpu_pct), and the
+// table marks CPU figures taken while that was over a tenth of a core. --wait-quiet SECS waits (up
+// to SECS) before each CPU run for two seconds in which the whole machine is under that.
 //
 // With redis-server installed it also measures the several-node mode: two relays on one Redis,
 // tabs bound on node A, the same load posted to node A (same node) and to node B (cross node).
 //
 // Results (every run's JSON) are written to .run/bench/<timestamp>.json.
 import { spawn, execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -26,6 +37,8 @@ const quick = flag('--quick');
 const reps = opt('--reps', quick ? 1 : 3);
 const secs = opt('--secs', quick ? 3 : 10);
 const clusterOnly = flag('--cluster-only');
+const waitQuiet = opt('--wait-quiet', 0);
+const only = (() => { const i = argv.indexOf('--only'); return i >= 0 ? new Set(argv[i + 1].split(',')) : null; })();
 const with50k = !flag('--no-50k') && !quick && !clusterOnly;
 const withCluster = !flag('--no-cluster');
 const pin = cpus().length >= 2;
@@ -40,7 +53,7 @@ const servers = {
     env: {
       RELAY_ADDR: '127.0.0.1:4101', LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'bench-livekit-secret-0123456789ab',
       RELAY_AGENT_SECRET: SECRET, RELAY_TOKEN_MODE: 'open', RELAY_TOKEN_RATE_PER_MIN: '100000000', RELAY_AGENT_RATE_PER_SEC: '100000000',
-      RELAY_MAX_INFLIGHT_PER_KEY: '100000', RUST_LOG: 'warn',
+      RELAY_MAX_INFLIGHT_PER_KEY: '100000', RELAY_TOKEN_MODE: 'open', RUST_LOG: 'warn',
     },
     url: 'http://127.0.0.1:4101',
     bind: 'token',
@@ -51,15 +64,24 @@ const servers = {
     url: 'http://127.0.0.1:4201',
     bind: 'register',
   },
+  floor: {
+    cmd: [join(target, 'release/floor')],
+    env: { FLOOR_ADDR: '127.0.0.1:4301' },
+    url: 'http://127.0.0.1:4301',
+    bind: 'token',
+  },
 };
 
+const awaitedAt = (rate) => ({ id: `awaited_${rate}`, title: `awaited at ${rate} calls/s (32 agents, 100 tabs)`, args: ['--tabs', '100', '--agents', '32', '--awaited', '--rate', String(rate)] });
 const scenarios = [
   { id: 'awaited_max', title: 'awaited, closed loop (64 agents, 100 tabs)', args: ['--tabs', '100', '--agents', '64', '--awaited'] },
   { id: 'fire_max', title: 'fire-and-forget, closed loop (64 agents, 100 tabs)', args: ['--tabs', '100', '--agents', '64'] },
-  { id: 'awaited_2000', title: 'awaited at 2,000 calls/s (32 agents, 100 tabs)', args: ['--tabs', '100', '--agents', '32', '--awaited', '--rate', '2000'] },
-  { id: 'idle_10k', title: '10,000 idle tabs', args: ['--tabs', '10000', '--agents', '0', '--settle-secs', '3'], idle: true },
+  awaitedAt(500),
+  awaitedAt(2000),
+  awaitedAt(10000),
+  { id: 'idle_10k', title: '10,000 idle tabs, then one 32 KiB emit to each', args: ['--tabs', '10000', '--agents', '0', '--settle-secs', '3', '--big-emit-bytes', '32768'], idle: true },
   ...(with50k ? [{ id: 'idle_max', title: `${maxIdleTabs} idle tabs`, args: ['--tabs', String(maxIdleTabs), '--agents', '0', '--settle-secs', '3', '--connect-concurrency', '400'], idle: true }] : []),
-];
+].filter((sc) => !only || only.has(sc.id));
 
 async function startServer(name, s = servers[name]) {
   const cmd = pin ? ['taskset', '-c', '0', ...s.cmd] : s.cmd;
@@ -96,7 +118,24 @@ function loadgen(name, args, pid, s = servers[name]) {
     '--server-pid', String(pid), '--duration-secs', String(secs), ...args];
   const cmd = pin ? ['taskset', '-c', '1', ...full] : full;
   const out = execFileSync(cmd[0], cmd.slice(1), { maxBuffer: 1 << 20, timeout: 600000 }).toString();
-  return JSON.parse(out.trim().split('\n').pop());
+  const run = JSON.parse(out.trim().split('\n').pop());
+  run.loadavg_1m = Math.round(loadavg()[0] * 100) / 100;
+  return run;
+}
+
+// Busy clock ticks of the whole machine, from /proc/stat.
+function machineBusy() {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number);
+  return f.reduce((a, b) => a + b, 0) - f[3] - f[4];
+}
+
+async function quietMachine() {
+  const until = Date.now() + waitQuiet * 1000;
+  while (Date.now() < until) {
+    const before = machineBusy();
+    await sleep(2000);
+    if ((machineBusy() - before) / 2 < 10) return;
+  }
 }
 
 const median = (xs) => {
@@ -109,6 +148,7 @@ for (const sc of clusterOnly ? [] : scenarios) {
   for (const name of Object.keys(servers)) {
     const runs = [];
     for (let r = 0; r < (sc.once ? 1 : reps); r++) {
+      if (!sc.idle) await quietMachine();
       const proc = await startServer(name);
       try {
         runs.push(loadgen(name, sc.args, proc.pid));
@@ -167,44 +207,57 @@ if (withCluster && haveRedis) {
 }
 
 // ---- the table -------------------------------------------------------------------------------
+const names = Object.keys(servers);
 const pick = (id, name, f) => median((results[`${id}/${name}`] ?? []).map(f));
+// CPU figures of a scenario are marked when any of its runs shared the machine with more than a
+// tenth of a core of other work.
+const busyRuns = new Set(Object.entries(results).filter(([, runs]) => runs.some((r) => (r.other_cpu_pct ?? 0) > 10)).map(([k]) => k));
 const rows = [];
-const row = (label, id, f, better, unit = '') => {
-  const a = pick(id, 'relay', f);
-  const b = pick(id, 'reference', f);
-  const ratio = a != null && b != null && b !== 0 ? a / b : null;
-  rows.push({ label, relay: a, reference: b, ratio, better, unit });
+const row = (label, id, f, unit = '', cpu = false) => {
+  const v = Object.fromEntries(names.map((n) => [n, pick(id, n, f)]));
+  const noisy = cpu && names.some((n) => busyRuns.has(`${id}/${n}`));
+  rows.push({ label: noisy ? `${label} (*)` : label, ...v, unit });
 };
-row('awaited round trips/s (closed loop)', 'awaited_max', (x) => x.throughput_per_s, 'higher');
-row('  p50 latency', 'awaited_max', (x) => x.latency_us.p50, 'lower', 'µs');
-row('  p99 latency', 'awaited_max', (x) => x.latency_us.p99, 'lower', 'µs');
-row('  server CPU (one core = 100)', 'awaited_max', (x) => x.server_cpu_pct, 'lower', '%');
-row('  round trips per server-core second', 'awaited_max', (x) => x.calls_per_server_core_s, 'higher');
-row('  generator CPU', 'awaited_max', (x) => x.loadgen_cpu_pct, '', '%');
-row('fire-and-forget calls/s (closed loop)', 'fire_max', (x) => x.throughput_per_s, 'higher');
-row('  p99 latency', 'fire_max', (x) => x.latency_us.p99, 'lower', 'µs');
-row('  server CPU', 'fire_max', (x) => x.server_cpu_pct, 'lower', '%');
-row('awaited at 2,000/s: achieved calls/s', 'awaited_2000', (x) => x.throughput_per_s, '');
-row('  p50 latency', 'awaited_2000', (x) => x.latency_us.p50, 'lower', 'µs');
-row('  p90 latency', 'awaited_2000', (x) => x.latency_us.p90, 'lower', 'µs');
-row('  p99 latency', 'awaited_2000', (x) => x.latency_us.p99, 'lower', 'µs');
-row('  p99.9 latency', 'awaited_2000', (x) => x.latency_us.p999, 'lower', 'µs');
-row('  max latency', 'awaited_2000', (x) => x.latency_us.max, 'lower', 'µs');
-row('  p99 from schedule (incl. generator timer lag)', 'awaited_2000', (x) => x.latency_from_schedule_us?.p99, 'lower', 'µs');
-row('  server CPU', 'awaited_2000', (x) => x.server_cpu_pct, 'lower', '%');
-row('time to bind 10,000 tabs', 'idle_10k', (x) => x.bind_ms, 'lower', 'ms');
-row('RSS per idle tab (10k)', 'idle_10k', (x) => x.rss_bytes_per_tab, 'lower', 'B');
-row('RSS with 10k tabs', 'idle_10k', (x) => x.server_rss_kib_with_tabs, 'lower', 'KiB');
+row('awaited round trips/s (closed loop)', 'awaited_max', (x) => x.throughput_per_s);
+row('  round trips per server-core second', 'awaited_max', (x) => x.calls_per_server_core_s, '', true);
+row('  server CPU per call', 'awaited_max', (x) => x.server_cpu_us_per_call, 'µs', true);
+row('  p50 latency', 'awaited_max', (x) => x.latency_us.p50, 'µs');
+row('  p99 latency', 'awaited_max', (x) => x.latency_us.p99, 'µs');
+row('  generator CPU', 'awaited_max', (x) => x.loadgen_cpu_pct, '%');
+row('fire-and-forget calls/s (closed loop)', 'fire_max', (x) => x.throughput_per_s);
+row('  server CPU per call', 'fire_max', (x) => x.server_cpu_us_per_call, 'µs', true);
+for (const rate of [500, 2000, 10000]) {
+  const id = `awaited_${rate}`;
+  row(`awaited at ${rate.toLocaleString('en-US')}/s: achieved calls/s`, id, (x) => x.throughput_per_s);
+  row('  server CPU per call', id, (x) => x.server_cpu_us_per_call, 'µs', true);
+  row('  ÷ CPU per call at saturation', id, (x) => x.server_cpu_us_per_call, '', true);
+  const last = rows.at(-1);
+  last.noRatio = true;
+  for (const n of names) {
+    const sat = pick('awaited_max', n, (x) => x.server_cpu_us_per_call);
+    last[n] = last[n] != null && sat ? last[n] / sat : null;
+  }
+  if (rate === 2000) {
+    row('  p50 latency', id, (x) => x.latency_us.p50, 'µs');
+    row('  p99 latency', id, (x) => x.latency_us.p99, 'µs');
+    row('  p99.9 latency', id, (x) => x.latency_us.p999, 'µs');
+    row('  p99 from schedule (incl. generator timer lag)', id, (x) => x.latency_from_schedule_us?.p99, 'µs');
+  }
+}
+row('time to bind 10,000 tabs', 'idle_10k', (x) => x.bind_ms, 'ms');
+row('RSS per idle tab (10k, browser headers)', 'idle_10k', (x) => x.rss_bytes_per_tab, 'B');
+row('RSS per tab after a 32 KiB emit to each', 'idle_10k', (x) => x.rss_bytes_per_tab_after_big_emit, 'B');
+row('RSS with 10k tabs', 'idle_10k', (x) => x.server_rss_kib_with_tabs, 'KiB');
 if (with50k) {
-  row(`RSS per idle tab (${maxIdleTabs})`, 'idle_max', (x) => x.rss_bytes_per_tab, 'lower', 'B');
-  row(`RSS with ${maxIdleTabs} tabs`, 'idle_max', (x) => x.server_rss_kib_with_tabs, 'lower', 'KiB');
-  row(`time to bind ${maxIdleTabs} tabs`, 'idle_max', (x) => x.bind_ms, 'lower', 'ms');
+  row(`RSS per idle tab (${maxIdleTabs})`, 'idle_max', (x) => x.rss_bytes_per_tab, 'B');
+  row(`RSS with ${maxIdleTabs} tabs`, 'idle_max', (x) => x.server_rss_kib_with_tabs, 'KiB');
+  row(`time to bind ${maxIdleTabs} tabs`, 'idle_max', (x) => x.bind_ms, 'ms');
   const est = (name) => {
     const base = pick('idle_max', name, (x) => x.server_rss_kib_before_tabs);
     const per = pick('idle_max', name, (x) => x.rss_bytes_per_tab);
     return base != null && per != null ? (base * 1024 + per * 50000) / 2 ** 20 : null;
   };
-  rows.push({ label: '50k tabs, RSS extrapolated (MiB)', relay: est('relay'), reference: est('reference'), ratio: est('relay') / est('reference'), unit: '' });
+  rows.push({ label: '50k tabs, RSS extrapolated (MiB)', ...Object.fromEntries(names.map((n) => [n, est(n)])), unit: '' });
 }
 const integrity = Object.entries(results).map(([k, runs]) => [k, runs.reduce((s, x) => s + (x.misrouted ?? 0), 0), runs.reduce((s, x) => s + (x.lost ?? 0), 0), runs.reduce((s, x) => s + Object.values(x.errors ?? {}).reduce((a, b) => a + b, 0), 0), runs.reduce((s, x) => s + (x.bind_failures ?? 0), 0)]);
 
@@ -212,12 +265,19 @@ const fmt = (v) => (v == null ? 'n/a' : Math.abs(v) >= 100 ? Math.round(v).toLoc
 const cpu = cpus()[0]?.model ?? 'unknown CPU';
 console.log(`\nMachine: ${cpus().length} × ${cpu}; pinned: ${pin ? 'server on core 0, generator on core 1' : 'no'}; ${reps} run(s) per scenario, ${secs} s measured each; medians.`);
 if (maxIdleTabs < 50000) console.log(`Open-file limit here: ${fdLimit}, so the idle test stops at ${maxIdleTabs} tabs; the 50k figure is extrapolated from it.`);
-console.log(`Reference: Express ${'5'} + socket.io 4 on Node ${process.version}, binding by register (the seed's design); relay binds by handshake token.\n`);
+console.log(`Reference: Express ${'5'} + socket.io 4 on Node ${process.version}, binding by register (the seed's design); relay binds by handshake token.`);
+console.log('Floor: hyper + tungstenite, no Socket.IO, no auth, no JSON library (relay/bench/src/floor.rs). Tabs send a browser\'s request headers.\n');
 const w = Math.max(...rows.map((r) => r.label.length)) + 2;
-console.log(`${'figure'.padEnd(w)}${'relay'.padStart(14)}${'reference'.padStart(14)}${'relay/ref'.padStart(12)}`);
-for (const r of clusterOnly ? [] : rows) {
+const ratio = (a, b) => (a != null && b != null && b !== 0 ? `${(a / b).toFixed(2)}×` : '');
+console.log(`${'figure'.padEnd(w)}${'relay'.padStart(14)}${'reference'.padStart(14)}${'floor'.padStart(14)}${'relay/ref'.padStart(12)}${'relay/floor'.padStart(13)}`);
+for (const r of clusterOnly ? [] : rows.filter((x) => names.some((n) => x[n] != null))) {
   const unit = r.unit ? ` ${r.unit}` : '';
-  console.log(`${r.label.padEnd(w)}${(fmt(r.relay) + unit).padStart(14)}${(fmt(r.reference) + unit).padStart(14)}${(r.ratio == null ? '' : `${r.ratio.toFixed(2)}×`).padStart(12)}`);
+  const cell = (n) => (fmt(r[n]) + (r[n] == null ? '' : unit)).padStart(14);
+  const ratios = r.noRatio ? '' : `${ratio(r.relay, r.reference).padStart(12)}${ratio(r.relay, r.floor).padStart(13)}`;
+  console.log(`${r.label.padEnd(w)}${cell('relay')}${cell('reference')}${cell('floor')}${ratios}`);
+}
+if (!clusterOnly && rows.some((r) => r.label.endsWith('(*)'))) {
+  console.log('(*) taken while other processes used more than a tenth of a core (other_cpu_pct in the raw results): CPU figures are not comparable; rerun on a quiet machine.');
 }
 if (clusterRows.length) {
   console.log('\nseveral nodes (two relays on one Redis, tabs on node A; awaited calls, 32 agents, 100 tabs):');

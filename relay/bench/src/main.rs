@@ -46,9 +46,12 @@ struct Args {
     /// Await each call's answer.
     #[arg(long)]
     awaited: bool,
-    /// Measured seconds (after one second of warm-up).
+    /// Measured seconds (after the warm-up).
     #[arg(long, default_value_t = 10.0)]
     duration_secs: f64,
+    /// Seconds of calls before the measured ones.
+    #[arg(long, default_value_t = 1.0)]
+    warmup_secs: f64,
     /// Calls per second across all agents; unset means closed loop.
     #[arg(long)]
     rate: Option<f64>,
@@ -121,11 +124,27 @@ fn rss_kib(pid: u32) -> Option<u64> {
 /// Linux reports CPU time in 1/100 s ticks.
 const TICKS_PER_SEC: f64 = 100.0;
 
+/// Busy clock ticks of the whole machine (all cores), from /proc/stat.
+fn machine_busy_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    let idle = fields.get(3)? + fields.get(4)?;
+    Some(fields.iter().sum::<u64>() - idle)
+}
+
 struct CpuMeter {
     server: Option<u32>,
     started: Instant,
     server_ticks: Option<u64>,
     own_ticks: Option<u64>,
+    machine_ticks: Option<u64>,
 }
 
 /// CPU spent over a measured interval.
@@ -136,6 +155,9 @@ struct CpuSpent {
     own_pct: Option<f64>,
     /// Server CPU time in µs.
     server_us: Option<f64>,
+    /// What other processes used meanwhile, in % of one core (CPU figures taken while this is
+    /// high are not comparable).
+    other_pct: Option<f64>,
 }
 
 impl CpuMeter {
@@ -145,6 +167,7 @@ impl CpuMeter {
             started: Instant::now(),
             server_ticks: server.and_then(|p| cpu_ticks(Some(p))),
             own_ticks: cpu_ticks(None),
+            machine_ticks: machine_busy_ticks(),
         }
     }
 
@@ -156,11 +179,17 @@ impl CpuMeter {
             self.server.and_then(|p| cpu_ticks(Some(p))),
         );
         let own = spent(self.own_ticks, cpu_ticks(None));
+        let machine = spent(self.machine_ticks, machine_busy_ticks());
         let pct = |ticks: Option<f64>| ticks.map(|t| t / TICKS_PER_SEC / secs * 100.0);
+        let other = match (machine, server, own) {
+            (Some(m), Some(s), Some(o)) => Some((m - s - o).max(0.0)),
+            _ => None,
+        };
         CpuSpent {
             server_pct: pct(server),
             own_pct: pct(own),
             server_us: server.map(|t| t / TICKS_PER_SEC * 1e6),
+            other_pct: pct(other),
         }
     }
 }
@@ -558,7 +587,7 @@ async fn run(args: Args) -> anyhow::Result<Value> {
             .collect(),
     );
     let start = Instant::now();
-    let warmup_end = start + Duration::from_secs(1);
+    let warmup_end = start + Duration::from_secs_f64(args.warmup_secs);
     let end = warmup_end + Duration::from_secs_f64(args.duration_secs);
     let interval = args
         .rate
@@ -599,6 +628,7 @@ async fn run(args: Args) -> anyhow::Result<Value> {
         server_pct: server_cpu,
         own_pct: own_cpu,
         server_us,
+        other_pct,
     } = cpu.stop();
     let measured = Instant::now().duration_since(warmup_end).as_secs_f64();
 
@@ -642,6 +672,7 @@ async fn run(args: Args) -> anyhow::Result<Value> {
     report["duplicated"] = json!(extra);
     report["server_cpu_pct"] = json!(server_cpu.map(|c| c.round()));
     report["loadgen_cpu_pct"] = json!(own_cpu.map(|c| c.round()));
+    report["other_cpu_pct"] = json!(other_pct.map(|c| c.round()));
     report["server_rss_kib_end"] = json!(args.server_pid.and_then(rss_kib));
     Ok(report)
 }

@@ -22,6 +22,7 @@ use tokio::net::TcpSocket;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 /// How a tab binds its key.
 #[derive(Clone, Debug)]
@@ -151,7 +152,9 @@ async fn session(
             request.headers_mut().insert(name, value);
         }
     }
-    let (ws, _) = tokio_tungstenite::client_async(request, stream)
+    // Events are small: 4 KiB reads (tungstenite's default of 128 KiB is zeroed on every read).
+    let config = WebSocketConfig::default().read_buffer_size(4096);
+    let (ws, _) = tokio_tungstenite::client_async_with_config(request, stream, Some(config))
         .await
         .map_err(|e| format!("websocket: {e}"))?;
     let (mut tx, mut rx) = ws.split();
