@@ -242,7 +242,12 @@ impl Worker {
         idempotency_key: Option<String>,
     ) -> AgentOutcome {
         let before = self.agent_mode(key);
-        let result = if tool.starts_with(modes::ENTER_PREFIX) && self.registry.get(tool).is_none() {
+        let result = if self.sessions.has_ended(key) {
+            Err(ToolError::new(
+                "unknown_key",
+                "the user's session has ended: they left the room",
+            ))
+        } else if tool.starts_with(modes::ENTER_PREFIX) && self.registry.get(tool).is_none() {
             self.change_mode(key, tool, args)
         } else {
             self.run_tool_with(key, tool, args, idempotency_key).await
@@ -360,6 +365,20 @@ mod tests {
         let bad = w.agent_call(KEY, "draw_card", &json!({})).await;
         assert_eq!(bad.result.unwrap_err().code, "invalid_arguments");
         assert_eq!(bad.mode, "spread");
+    }
+
+    #[tokio::test]
+    async fn a_session_that_ended_is_not_reopened_by_an_agent() {
+        let w = worker();
+        assert!(w.sessions.open(KEY, "room-1", "tab-1", "livekit", true));
+        assert!(w.sessions.end(KEY, "participant_left"));
+        // The agent goes on calling for the key its user left with: refused, no new session.
+        let call = w.agent_call(KEY, "enter_spread", &json!({})).await;
+        assert_eq!(call.result.unwrap_err().code, "unknown_key");
+        assert!(!call.mode_changed);
+        assert_eq!(w.offer(KEY).mode, "default");
+        assert!(!w.sessions.is_open(KEY));
+        assert!(!w.sessions.open(KEY, "room-1", "tab-1", "livekit", true));
     }
 
     #[test]

@@ -117,7 +117,7 @@ pub async fn sync_once(state: &ServeState, client: &RoomClient) -> anyhow::Resul
     for (key, room, _) in sessions.from_source(LIVEKIT) {
         if !present.contains_key(&key) {
             tracing::info!(key = %Fp(&key), room, "participant is in no room any more");
-            sessions.close(&key, "participant_gone");
+            sessions.end(&key, "participant_gone");
             revoke(state, &key).await;
             report.closed += 1;
         }

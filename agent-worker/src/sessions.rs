@@ -69,8 +69,16 @@ fn lock(m: &Mutex<SessionState>) -> std::sync::MutexGuard<'_, SessionState> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// How long a session that ended with its participant leaving is remembered: an agent that goes
+/// on calling for that key meanwhile gets `unknown_key` instead of a fresh session.
+const ENDED_KEEP: Duration = Duration::from_secs(10 * 60);
+/// Most ended sessions remembered at once; older ones are forgotten first.
+const MAX_ENDED: usize = 100_000;
+
 pub struct Sessions {
     map: DashMap<String, Session>,
+    /// Keys whose participant left (their key was revoked), with when.
+    ended: DashMap<String, Instant>,
     modes: ModeSet,
 }
 
@@ -78,8 +86,30 @@ impl Sessions {
     pub fn new(modes: ModeSet) -> Self {
         Sessions {
             map: DashMap::new(),
+            ended: DashMap::new(),
             modes,
         }
+    }
+
+    /// Closes `key`'s session for good: its participant left and its key is revoked, so nothing
+    /// reopens it (for [`ENDED_KEEP`]). False when no session was open.
+    pub fn end(&self, key: &str, reason: &str) -> bool {
+        let closed = self.close(key, reason);
+        if self.ended.len() >= MAX_ENDED {
+            self.ended.retain(|_, at| at.elapsed() < ENDED_KEEP);
+            if self.ended.len() >= MAX_ENDED {
+                self.ended.clear();
+            }
+        }
+        self.ended.insert(key.to_owned(), Instant::now());
+        closed
+    }
+
+    /// True when `key`'s session ended with its participant leaving (recently).
+    pub fn has_ended(&self, key: &str) -> bool {
+        self.ended
+            .get(key)
+            .is_some_and(|at| at.elapsed() < ENDED_KEEP)
     }
 
     pub fn modes(&self) -> &ModeSet {
@@ -95,6 +125,9 @@ impl Sessions {
         source: &'static str,
         enforce_modes: bool,
     ) -> bool {
+        if self.has_ended(key) {
+            return false;
+        }
         let mut opened = false;
         let mut adopted = false;
         self.map
@@ -174,7 +207,7 @@ impl Sessions {
             .map(|e| e.key().clone())
             .collect();
         for key in &keys {
-            self.close(key, reason);
+            self.end(key, reason);
         }
         keys
     }

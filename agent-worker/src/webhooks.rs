@@ -288,7 +288,7 @@ pub(crate) async fn livekit_webhook(
         }
         "participant_left" | "participant_connection_aborted" => {
             if let Some(key) = key_of(participant) {
-                if sessions.close(&key, &event.event) {
+                if sessions.end(&key, &event.event) {
                     state.persist();
                 }
                 revoke(&state, &key).await;
