@@ -7,7 +7,7 @@
 // with the ratios relay/reference and relay/floor.
 //
 //   node scripts/bench.mjs [--reps 3] [--secs 10] [--quick] [--no-50k] [--no-cluster] [--cluster-only]
-//                          [--only id,id…] [--wait-quiet SECS]
+//                          [--only id,id…] [--servers relay,reference,floor] [--wait-quiet SECS]
 //
 // Figures: resident memory per idle tab (tabs send a browser's request headers) and after one
 // 32 KiB emit to every tab; server CPU per awaited call (utime+stime over the run / calls) at
@@ -143,9 +143,10 @@ const median = (xs) => {
   return v.length ? v[Math.floor((v.length - 1) / 2)] : null;
 };
 
+const measured = (() => { const i = argv.indexOf('--servers'); return i >= 0 ? argv[i + 1].split(',') : Object.keys(servers); })();
 const results = {};
 for (const sc of clusterOnly ? [] : scenarios) {
-  for (const name of Object.keys(servers)) {
+  for (const name of measured) {
     const runs = [];
     for (let r = 0; r < (sc.once ? 1 : reps); r++) {
       if (!sc.idle) await quietMachine();
