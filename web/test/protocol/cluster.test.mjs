@@ -6,12 +6,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { io } from 'socket.io-client';
 import { pathToFileURL } from 'node:url';
-import { startRelay, startRedis, startBalancer, startHaproxy, requestFrom, freePort, repoRoot, Tab, sleep, within } from './harness.mjs';
+import { startRelay, startRedis, startBalancer, startHaproxy, requestFrom, repoRoot, Tab, sleep, within } from './harness.mjs';
 
 const { VoiceRelayClient } = await import(pathToFileURL(join(repoRoot, 'web/dist/lib/client.node.js')).href);
 
@@ -411,37 +409,11 @@ test('losing Redis: 503 and /readyz false on every node, nothing panics; all rec
 });
 
 test('through the deploy balancer (HAProxy, deploy/haproxy.cfg): polling tabs stick to a node, calls reach them from any node', async () => {
-  // The shipped config, with the compose service names pointed at two nodes on loopback.
-  const port = await freePort();
-  const hostOf = (relay) => new URL(relay.url).host;
-  const cfg = readFileSync(join(repoRoot, 'deploy/haproxy.cfg'), 'utf8')
-    .replace(/^resolvers docker[\s\S]*?(?=^frontend)/m, '')
-    .replace(' resolvers docker', '')
-    .replace('maxconn 100000', 'maxconn 2000')
-    .replace('bind :3001', `bind 127.0.0.1:${port}`)
-    .replace('relay-a:3001', hostOf(A))
-    .replace('relay-b:3001', hostOf(B));
-  const cfgPath = join(repoRoot, 'test-logs', `haproxy-${process.pid}.cfg`);
-  writeFileSync(cfgPath, cfg);
-  const haproxy = spawn('haproxy', ['-db', '-f', cfgPath], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let haproxyErr = '';
-  haproxy.stderr.on('data', (d) => { haproxyErr += d; });
-  const exited = new Promise((r) => haproxy.once('exit', r));
-  const url = `http://127.0.0.1:${port}`;
+  // The shipped config, with the compose service names pointed at two nodes on loopback; ready
+  // once both nodes pass its /readyz check.
+  const haproxy = await startHaproxy(A, B);
+  const { url } = haproxy;
   try {
-    // Ready once both nodes pass the /readyz check.
-    const until = Date.now() + 15000;
-    while (Date.now() < until) {
-      const hits = new Set();
-      for (let i = 0; i < 4; i += 1) {
-        try {
-          const r = await fetch(`${url}/readyz`);
-          if (r.status === 200) hits.add((r.headers.get('set-cookie') ?? '').match(/RELAY_NODE=(\w)/)?.[1]);
-        } catch { /* not up yet */ }
-      }
-      if (hits.has('a') && hits.has('b')) break;
-      await sleep(200);
-    }
     const tabs = [];
     for (let i = 0; i < 4; i += 1) {
       const minted = await A.token();
@@ -468,9 +440,7 @@ test('through the deploy balancer (HAProxy, deploy/haproxy.cfg): polling tabs st
       t.tab.close();
     }
   } finally {
-    haproxy.kill('SIGTERM');
-    await within(5000, exited, 'haproxy to exit').catch(() => haproxy.kill('SIGKILL'));
-    if (haproxyErr.includes('ALERT')) console.log(haproxyErr);
+    await haproxy.stop();
   }
 });
 
