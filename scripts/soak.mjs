@@ -279,18 +279,9 @@ async function run(mode) {
   for (const [, list] of deliveries) {
     const sids = list.map((d) => d.sid);
     if (new Set(sids).size !== sids.length) {
-      // The same call sent twice to one socket that had not answered it: a known defect of
-      // cross-node redelivery while a tab moves (the relay emits, the adapter reports no socket
-      // in the room yet, and the relay emits again 25 ms later). The browser client library
-      // runs such a call's handler once (it joins the running handler by callId), so it is
-      // counted apart; an answered call sent twice is a duplicate.
-      const answeredTwice = list.filter((d) => d.answered).length > 1 || list.some((d, i) => d.answered && i < list.length - 1);
-      if (answeredTwice) {
-        stats.duplicated++;
-        stats.dupDetails = [...(stats.dupDetails ?? []), `same socket: ${JSON.stringify(list.map((d) => ({ sid: d.sid, at: d.at, answered: d.answered })))}`];
-      } else {
-        stats.resentToSameSocket = (stats.resentToSameSocket ?? 0) + 1;
-      }
+      // The same call sent twice to one socket: a duplicate, answered or not.
+      stats.duplicated++;
+      stats.dupDetails = [...(stats.dupDetails ?? []), `same socket: ${JSON.stringify(list.map((d) => ({ sid: d.sid, at: d.at, answered: d.answered })))}`];
       continue;
     }
     // Delivered again to a new socket of the same key is right when the relay never got the first
@@ -333,7 +324,7 @@ async function run(mode) {
   const churnEvents = Object.values(stats.churn).reduce((a, b) => a + b, 0);
   const ok = stats.misrouted === 0 && stats.lost === 0 && stats.duplicated === 0 && stats.unexpected.length === 0 && Math.abs(drift) <= 0.05;
   console.log(`soak, ${report.mode}: ${minutes} min, ${tabCount} tabs, ${agentCount} agents: ${stats.calls} calls (${stats.retries} idempotent retries), ${churnEvents} churn events ${JSON.stringify(stats.churn)}`);
-  console.log(`  misrouted ${stats.misrouted}, lost ${stats.lost}, duplicated ${stats.duplicated}, unexpected answers ${stats.unexpected.length}, answered calls timed out while their tab was churned ${stats.timedOutInChurn ?? 0}, answered calls delivered again after their tab dropped before the answer arrived ${stats.redeliveredAfterDrop ?? 0}, unanswered calls sent twice to the same socket while the tab moved (known defect) ${stats.resentToSameSocket ?? 0}`);
+  console.log(`  misrouted ${stats.misrouted}, lost ${stats.lost}, duplicated ${stats.duplicated}, unexpected answers ${stats.unexpected.length}, answered calls timed out while their tab was churned ${stats.timedOutInChurn ?? 0}, answered calls delivered again after their tab dropped before the answer arrived ${stats.redeliveredAfterDrop ?? 0}`);
   console.log(`  RSS: ${report.rssKb.start} KB at start, ${afterWarmup} KB after warm-up, ${atEnd} KB at the end (${report.rssKb.driftPct}%)`);
   console.log(`  maps after the grace: ${JSON.stringify(final)} (revoked tombstones allowed: ${revoked})`);
   for (const u of stats.unexpected.slice(0, 10)) console.log(`  unexpected: ${u}`);

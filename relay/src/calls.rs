@@ -472,6 +472,13 @@ async fn deliver_remote(
                 return Ok(Step::Done(Err(e)));
             }
             answer = acks.next() => return Ok(match answer {
+                // The room may still hold the key's previous socket, closing on its node while
+                // the tab moves: its failure says nothing of the socket Redis named, which may
+                // have the call already. Only that socket's failure sends the call again.
+                Some((sid, Err(_))) if !is_target(&sid, target.1) => {
+                    tracing::debug!(key = %key_fp, call_id = %call.call_id, "a leaving socket of the key failed the call; waiting for the tab's answer");
+                    continue;
+                }
                 Some((_, Ok(value))) => Step::Done(interpret(value)),
                 Some((_, Err(AckError::Timeout))) => {
                     cancel_remote(io, &room, &call.call_id);
@@ -499,6 +506,13 @@ async fn deliver_remote(
             }
         }
     }
+}
+
+/// Whether an acknowledgement came from the socket the call was meant for.
+fn is_target(sid: &socketioxide::socket::Sid, target: &str) -> bool {
+    target
+        .parse::<socketioxide::socket::Sid>()
+        .is_ok_and(|t| t == *sid)
 }
 
 /// Tells a tab on another node that an awaited call ended without its answer. Best effort.
