@@ -516,8 +516,8 @@ cmd_test() {
   say "== API contract: generated requests against the relay's and the worker's /openapi.json (schemathesis, every check)"
   (TEST_LOG_DIR="$ROOT/test-logs" "$ROOT/tests-api/run.sh") 2>&1 | tee "$out/api.txt" || rc=1
   { grep -oE '^schemathesis: [0-9]+ passed, [0-9]+ failed' "$out/api.txt" || true; } | awk '{print "ℹ pass " $2; print "ℹ fail " $4}' >>"$out/api.txt"
-  say "== soak, one minute (tabs churning while agents call, one node and three on Redis)"
-  (node "$ROOT/scripts/soak.mjs" --minutes 0.5 --nodes both --bin "$ROOT/target/debug/relay") 2>&1 | tee "$out/soak.txt" || rc=1
+  say "== soak, a minute per mode (tabs churning while agents call, one node and three on Redis)"
+  (node "$ROOT/scripts/soak.mjs" --minutes 1 --nodes both --bin "$ROOT/target/debug/relay") 2>&1 | tee "$out/soak.txt" || rc=1
   if grep -q '^soak: passed' "$out/soak.txt"; then printf 'ℹ pass 1\nℹ fail 0\n' >>"$out/soak.txt"; else printf 'ℹ fail 1\n' >>"$out/soak.txt"; fi
   # Alone, after the rest: it builds release binaries, which would slow the timed tests above.
   say "== operations test (scripts/manage.sh on a fresh copy of the tree)"
