@@ -37,7 +37,6 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/openapi.json", get(crate::openapi::openapi_json))
         .layer(Extension(Arc::new(calls::Running::default())))
 }
 
@@ -349,8 +348,8 @@ async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, Ap
         return Err(ApiError::shutting_down());
     }
     let agent = authorize(&app, request.headers())?;
-    // With several nodes the shared rate is taken with the call's in-flight slot (calls.rs).
-    if app.cluster.is_none() && !app.agent_may_call(agent) {
+    // A store that shares the rate over several nodes takes it with the call's slot instead.
+    if !app.store.admit_agent(agent) {
         return Err(calls::agent_rate_limited(&app));
     }
     let idem_key = match request.headers().get(headers::IDEMPOTENCY_KEY) {
@@ -711,7 +710,7 @@ async fn healthz() -> Response {
 async fn readyz(State(app): State<Arc<App>>) -> Response {
     if app.drain.is_draining() {
         Health::response(StatusCode::SERVICE_UNAVAILABLE, Some("draining"))
-    } else if app.cluster.as_ref().is_some_and(|c| !c.is_healthy()) {
+    } else if !app.store.is_healthy() {
         Health::response(StatusCode::SERVICE_UNAVAILABLE, Some("redis unreachable"))
     } else {
         Health::response(StatusCode::OK, None)

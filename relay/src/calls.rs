@@ -6,17 +6,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::DashMap;
-use relay_wire::{CallMeta, CancelEvent, ErrorCode, TOOL_EVENT_PREFIX, TabAnswer, events};
+use relay_wire::{CallMeta, ErrorCode, TOOL_EVENT_PREFIX, TabAnswer};
 use serde_json::value::RawValue;
 use socketioxide::{AckError, SendError, SocketError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::App;
-use crate::cluster::{self, Acquired, AgentRate, Cluster, Place, Watch};
 use crate::error::{ApiError, truncate};
-use crate::keys::{AcquireError, Binding, KeyShared, WaitError};
-use crate::sockets::{ClusterAdapter, Io};
+use crate::store::KeyStore;
+use crate::store::keys::{Binding, KeyShared};
+use crate::store::track::{LocateError, Located, RECHECK, Target, Track, TrackError};
 use relay_wire::{ApiKey, Fp, ToolName};
 
 /// A validated tool call.
@@ -134,11 +134,60 @@ enum Step {
 
 /// Runs one call to its end. `Ok(Some(result))` for an answered awaited call, `Ok(None)` for a
 /// delivered fire-and-forget call.
+///
+/// One path whatever keeps the keys: the store's [`Track`] holds the call's in-flight slot and
+/// says where the key's tab is (waiting within the deadline while none holds it); a tab on this
+/// node is reached directly, one on another node through the adapter.
 pub async fn run(app: &App, call: &Call) -> Result<Option<serde_json::Value>, ApiError> {
-    match &app.cluster {
-        None => run_local(app, call).await,
-        // Boxed: the shared path's larger state must not grow every single-node call's future.
-        Some(cluster) => Box::pin(run_shared(app, cluster, call)).await,
+    let deadline = Instant::now() + call.timeout;
+    let mut track = app
+        .store
+        .track(&call.api_key, call.agent)
+        .await
+        .map_err(|e| match e {
+            TrackError::Unknown => ApiError::unknown_key(),
+            TrackError::TooMany => too_many(app),
+            TrackError::RateLimited => agent_rate_limited(app),
+            TrackError::Store(e) => e.into(),
+        })?;
+    loop {
+        let located = tokio::select! {
+            biased;
+            e = stopped(app, call) => return Err(e),
+            located = track.locate(deadline) => match located {
+                Ok(located) => located,
+                Err(LocateError::Unknown) => return Err(ApiError::unknown_key()),
+                Err(LocateError::Offline) => return Err(tab_offline()),
+                Err(LocateError::Store(e)) => return Err(e.into()),
+            },
+        };
+        let step = match located {
+            Located::Here(binding) => {
+                deliver_local(app, call, &binding, track.shared(), deadline).await
+            }
+            Located::Stale(sid) => {
+                // A socket of this node that is gone: correct the store. Otherwise the local
+                // record lags a moment behind a bind in progress.
+                if !socket_alive(app, &sid) {
+                    track.release_stale(&sid).await?;
+                }
+                settle(app, call, &track, deadline).await?
+            }
+            Located::Elsewhere(target) => {
+                deliver_remote(app, &track, call, &target, deadline).await?
+            }
+        };
+        match step {
+            Step::Done(outcome) => return outcome,
+            Step::Again if track.ends_at_deadline() && Instant::now() >= deadline => {
+                return Err(if call.await_result {
+                    tab_timeout()
+                } else {
+                    tab_offline()
+                });
+            }
+            Step::Again => continue,
+        }
     }
 }
 
@@ -215,30 +264,6 @@ fn prepare(call: &Call, deadline: Instant) -> Result<Delivery<'_>, ApiError> {
     })
 }
 
-/// One node: the key's state and its socket are both in this process.
-async fn run_local(app: &App, call: &Call) -> Result<Option<serde_json::Value>, ApiError> {
-    let deadline = Instant::now() + call.timeout;
-    let guard = app.keys.acquire(&call.api_key).map_err(|e| match e {
-        AcquireError::Unknown => ApiError::unknown_key(),
-        AcquireError::TooMany => too_many(app),
-    })?;
-    loop {
-        let binding = tokio::select! {
-            biased;
-            e = stopped(app, call) => return Err(e),
-            waited = app.keys.wait_online(&call.api_key, deadline) => match waited {
-                Ok(binding) => binding,
-                Err(WaitError::Unknown) => return Err(ApiError::unknown_key()),
-                Err(WaitError::Offline) => return Err(tab_offline()),
-            },
-        };
-        match deliver_local(app, call, &binding, guard.shared(), deadline).await {
-            Step::Done(outcome) => return outcome,
-            Step::Again => continue,
-        }
-    }
-}
-
 /// Delivers to a socket of this node and, for an awaited call, waits for its answer.
 async fn deliver_local(
     app: &App,
@@ -303,118 +328,23 @@ async fn deliver_local(
     }
 }
 
-/// Several nodes: Redis says where the tab is; a tab on this node is reached directly, one on
-/// another node through the adapter (room = the key's digest).
-async fn run_shared(
-    app: &App,
-    cluster: &Arc<Cluster>,
-    call: &Call,
-) -> Result<Option<serde_json::Value>, ApiError> {
-    let deadline = Instant::now() + call.timeout;
-    let rid = cluster::rid(&call.api_key);
-    // Watching before the first read, so no change between the read and the wait is missed.
-    let watch = cluster.watch(&rid);
-    let first = watch.notify().notified();
-    tokio::pin!(first);
-    first.as_mut().enable();
-    let bucket = app.agent_bucket(call.agent);
-    let agent = AgentRate {
-        bucket: &bucket,
-        limit: app.config.agent_rate_per_sec,
-        window: Duration::from_secs(1),
-    };
-    let (_slot, mut known) = match cluster.acquire(&rid, &agent).await? {
-        (Acquired::Ok, Some((slot, place))) => (slot, Some(place)),
-        (Acquired::TooMany, _) => return Err(too_many(app)),
-        (Acquired::RateLimited, _) => return Err(agent_rate_limited(app)),
-        (Acquired::Ok | Acquired::Unknown, _) => return Err(ApiError::unknown_key()),
-    };
-    let mut first = Some(first);
-    loop {
-        let fresh = watch.notify().notified();
-        tokio::pin!(fresh);
-        fresh.as_mut().enable();
-        // The first round uses what the slot's script read, and its wake-up registration.
-        let changed = match first.take() {
-            Some(f) => f,
-            None => fresh,
-        };
-        let place = match known.take() {
-            Some(place) => place,
-            None => tokio::select! {
-                biased;
-                e = stopped(app, call) => return Err(e),
-                place = cluster.lookup(&rid) => place?,
-            },
-        };
-        let step = match place {
-            Place::Unknown => return Err(ApiError::unknown_key()),
-            Place::Waiting => {
-                if Instant::now() >= deadline {
-                    return Err(tab_offline());
-                }
-                let wake = deadline.min(Instant::now() + cluster::RECHECK);
-                tokio::select! {
-                    biased;
-                    e = stopped(app, call) => return Err(e),
-                    _ = tokio::time::timeout_at(wake, changed) => {}
-                }
-                continue;
-            }
-            Place::Online { node, sid } if node == cluster.node() => {
-                match app.keys.local_binding(&call.api_key) {
-                    Some((binding, shared)) if binding.sid().to_string() == sid => {
-                        deliver_local(app, call, &binding, &shared, deadline).await
-                    }
-                    // Redis names a socket of this node that is gone (its release was lost
-                    // while Redis was unreachable): correct Redis. Otherwise the local record
-                    // lags a moment behind a bind in progress.
-                    _ => {
-                        if !socket_alive(app, &sid) {
-                            cluster.release(&rid, &sid).await?;
-                        }
-                        settle(app, call, deadline, changed).await?
-                    }
-                }
-            }
-            Place::Online { node, sid } => {
-                deliver_remote(app, cluster, &watch, call, &rid, (&node, &sid), deadline).await?
-            }
-        };
-        match step {
-            Step::Done(outcome) => return outcome,
-            Step::Again if Instant::now() >= deadline => {
-                return Err(if call.await_result {
-                    tab_timeout()
-                } else {
-                    tab_offline()
-                });
-            }
-            Step::Again => continue,
-        }
-    }
-}
-
 /// Whether this node has a connected socket with this id.
 fn socket_alive(app: &App, sid: &str) -> bool {
-    let (Some(Io::Cluster(io)), Ok(sid)) = (app.io.get(), sid.parse()) else {
-        return false;
-    };
-    io.get_socket(sid).is_some_and(|s| s.connected())
+    app.io.get().is_some_and(|io| io.socket_alive(sid))
 }
 
 /// A short pause before looking again: until the key changes, or a few milliseconds.
 async fn settle(
     app: &App,
     call: &Call,
+    track: &Track<'_>,
     deadline: Instant,
-    changed: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
 ) -> Result<Step, ApiError> {
     let wake = deadline.min(Instant::now() + SETTLE);
     tokio::select! {
         biased;
         e = stopped(app, call) => Err(e),
-        _ = tokio::time::timeout_at(wake, changed) => Ok(Step::Again),
+        _ = tokio::time::timeout_at(wake, track.changed()) => Ok(Step::Again),
     }
 }
 
@@ -426,62 +356,55 @@ const SETTLE: Duration = Duration::from_millis(25);
 /// re-bound elsewhere), the call is delivered again.
 async fn deliver_remote(
     app: &App,
-    cluster: &Cluster,
-    watch: &Watch<'_>,
+    track: &Track<'_>,
     call: &Call,
-    rid: &str,
-    target: (&str, &str),
+    target: &Target,
     deadline: Instant,
 ) -> Result<Step, ApiError> {
     use futures_util::StreamExt;
-    let Some(Io::Cluster(io)) = app.io.get() else {
+    let Some(io) = app.io.get() else {
         return Err(ApiError::unavailable());
     };
     let d = match prepare(call, deadline) {
         Ok(d) => d,
         Err(e) => return Ok(Step::Done(Err(e))),
     };
-    let room = rid.to_owned();
+    let room = crate::delivery::room(&call.api_key);
     let key_fp = Fp(&call.api_key);
 
     if !call.await_result {
-        io.to(room)
-            .emit(&d.event, &d.args())
+        io.emit_to_room(&room, &d.event, &d.args())
             .await
             .map_err(|_| ApiError::unavailable())?;
-        tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, node = target.0, "delivered through another node");
+        tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, node = %target.node, "delivered through another node");
         return Ok(Step::Done(Ok(None)));
     }
     let acks = io
-        .to(room.clone())
-        .timeout(d.remaining)
-        .emit_with_ack::<_, serde_json::Value>(&d.event, &d.args())
+        .emit_to_room_with_ack(&room, d.remaining, &d.event, &d.args())
         .await
         .map_err(|_| ApiError::unavailable())?;
     tokio::pin!(acks);
-    tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, node = target.0, "delivered through another node, awaiting answer");
+    tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, node = %target.node, "delivered through another node, awaiting answer");
     loop {
-        let changed = watch.notify().notified();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        let recheck = Instant::now() + cluster::RECHECK;
+        let mark = track.mark();
+        let recheck = Instant::now() + RECHECK;
         tokio::select! {
             biased;
             e = stopped(app, call) => {
-                cancel_remote(io, &room, &call.call_id);
+                io.cancel_in_room(&room, &call.call_id);
                 return Ok(Step::Done(Err(e)));
             }
             answer = acks.next() => return Ok(match answer {
                 // The room may still hold the key's previous socket, closing on its node while
                 // the tab moves: its failure says nothing of the socket Redis named, which may
                 // have the call already. Only that socket's failure sends the call again.
-                Some((sid, Err(_))) if !is_target(&sid, target.1) => {
+                Some((sid, Err(_))) if !is_target(&sid, &target.sid) => {
                     tracing::debug!(key = %key_fp, call_id = %call.call_id, "a leaving socket of the key failed the call; waiting for the tab's answer");
                     continue;
                 }
                 Some((_, Ok(value))) => Step::Done(interpret(value)),
                 Some((_, Err(AckError::Timeout))) => {
-                    cancel_remote(io, &room, &call.call_id);
+                    io.cancel_in_room(&room, &call.call_id);
                     Step::Done(Err(tab_timeout()))
                 }
                 Some((_, Err(AckError::Decode(_)))) => Step::Done(Ok(Some(serde_json::Value::Null))),
@@ -492,14 +415,12 @@ async fn deliver_remote(
                 }
             }),
             _ = tokio::time::sleep_until(deadline) => {
-                cancel_remote(io, &room, &call.call_id);
+                io.cancel_in_room(&room, &call.call_id);
                 return Ok(Step::Done(Err(tab_timeout())));
             }
-            _ = tokio::time::timeout_at(recheck, changed) => {
+            _ = tokio::time::timeout_at(recheck, track.changed_since(mark)) => {
                 // The key changed (or a second passed): still the same socket?
-                let now = cluster.lookup(rid).await?;
-                let same = matches!(&now, Place::Online { node, sid } if node == target.0 && sid == target.1);
-                if !same {
+                if !track.still_at(target).await? {
                     tracing::debug!(key = %key_fp, call_id = %call.call_id, "tab moved before answering; delivering again");
                     return Ok(Step::Again);
                 }
@@ -513,17 +434,6 @@ fn is_target(sid: &socketioxide::socket::Sid, target: &str) -> bool {
     target
         .parse::<socketioxide::socket::Sid>()
         .is_ok_and(|t| t == *sid)
-}
-
-/// Tells a tab on another node that an awaited call ended without its answer. Best effort.
-fn cancel_remote(io: &socketioxide::SocketIo<ClusterAdapter>, room: &str, call_id: &str) {
-    let op = io.to(room.to_owned());
-    let event = CancelEvent {
-        call_id: call_id.to_owned(),
-    };
-    tokio::spawn(async move {
-        let _ = op.emit(events::CANCEL, &event).await;
-    });
 }
 
 /// Reads the tab's acknowledgement.

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use bytes::Bytes;
-use relay::cluster::{Bound, Cluster, Revoked, Settings};
 use relay::idempotency::Outcome;
-use relay::keys::{Keys, LifecycleConfig};
 use relay::metrics::Metrics;
 use relay::store::claims::{Claimed, ReplayBound};
+use relay::store::keys::{Keys, LifecycleConfig};
 use relay::store::lifecycle::{self, BindError, Event, Facts, Phase, Shown, Transition};
+use relay::store::redis::{Bound, Cluster, Revoked, Settings};
 use relay::store::{KeyStore, MemoryStore, RedisStore};
 use relay::tokens::unix_now;
 use relay_wire::KeyState;
@@ -282,7 +282,7 @@ async fn redis_scripts_follow_the_lifecycle_table() {
             if matches!(event, Event::Issue | Event::Expire) {
                 continue;
             }
-            let rid = relay::cluster::rid(&fresh_key());
+            let rid = relay::store::redis::rid(&fresh_key());
             reach(&cluster, &rid, start, held_by).await;
             let expected = lifecycle::apply(start, event);
             let outcome = match event {

@@ -8,15 +8,16 @@
 //!
 //! The key lifecycle both follow is stated once, in [`lifecycle`].
 //!
-//! Covered so far: issuing, binding and releasing, the revocation check of a handshake, the agent API's key status,
-//! revoking, the token rate per client address, `Idempotency-Key` claims and outcomes
-//! ([`claims`]) and expiry. In-flight slots, waits and idempotency still reach `Keys` and
-//! `Cluster` directly (see `ARCHITECTURE.md`).
+//! Behind the seam: issuing, binding and releasing, the revocation check of a handshake, the
+//! agent API's key status, revoking, the token rate per client address and the agents' call
+//! rate, `Idempotency-Key` claims and outcomes ([`claims`]), a call's in-flight slot, where the
+//! key's tab is and waiting for it to change ([`track`]), readiness and expiry.
 
 pub mod claims;
 pub mod keys;
 pub mod lifecycle;
 pub mod redis;
+pub mod track;
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -24,13 +25,14 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use relay_wire::{KeyState, KeyStatus};
 
-use self::keys::{Displaced, Keys, Proof};
+use self::keys::{AcquireError, Displaced, Keys, Proof};
 use self::redis as cluster;
-use self::redis::{Cluster, StoreError};
+use self::redis::{Acquired, AgentRate, Cluster, StoreError};
+use self::track::{MemoryTrack, RedisTrack, Track, TrackError};
 use crate::idempotency::Idempotency;
 use crate::sockets::TabSocket;
 use claims::{Claimed, ReplayBound};
@@ -117,15 +119,42 @@ pub trait KeyStore: Send + Sync {
         timeout: Duration,
     ) -> impl Future<Output = Result<Claimed, StoreError>> + Send;
 
+    /// Takes one call from agent `agent`'s rate budget before the call is read; false when it
+    /// is spent. A store that counts the agent's calls with the key's slot (Redis, over every
+    /// node: see [`KeyStore::track`]) admits every call here.
+    fn admit_agent(&self, agent: usize) -> bool;
+
+    /// Takes one of `key`'s in-flight slots for a call of agent `agent` (and, on Redis, one
+    /// call from that agent's shared rate): the call's [`Track`], which finds the key's tab and
+    /// waits for it, and gives the slot back when dropped.
+    fn track<'a>(
+        &'a self,
+        key: &'a str,
+        agent: usize,
+    ) -> impl Future<Output = Result<Track<'a>, TrackError>> + Send + 'a;
+
+    /// Whether the store answers (readiness): always in memory; on Redis, both connections.
+    fn is_healthy(&self) -> bool;
+
     /// Removes what has outlived its time (an unbound key, a grace, a tombstone) from this
     /// node's records; Redis expires its own entries.
     fn expire(&self);
+}
+
+/// The agents' call rate: `per_sec` calls a second for each of `count` agents.
+fn agent_limiters(count: usize, per_sec: u32) -> Vec<DefaultDirectRateLimiter> {
+    let per_sec = NonZeroU32::new(per_sec).unwrap_or(NonZeroU32::MIN);
+    (0..count)
+        .map(|_| RateLimiter::direct(Quota::per_second(per_sec)))
+        .collect()
 }
 
 /// One node: every key's state is in this process.
 pub struct MemoryStore {
     keys: Arc<Keys>,
     tokens: DefaultKeyedRateLimiter<IpAddr>,
+    /// Each agent's call rate (same order as the agent secrets).
+    agents: Vec<DefaultDirectRateLimiter>,
     claims: Idempotency,
     bound: ReplayBound,
 }
@@ -137,9 +166,16 @@ impl MemoryStore {
         MemoryStore {
             keys,
             tokens: RateLimiter::keyed(Quota::per_minute(per_min)),
+            agents: Vec::new(),
             claims: Idempotency::default(),
             bound,
         }
+    }
+
+    /// `count` agents, each allowed `per_sec` calls a second.
+    pub fn with_agents(mut self, count: usize, per_sec: u32) -> Self {
+        self.agents = agent_limiters(count, per_sec);
+        self
     }
 }
 
@@ -197,6 +233,24 @@ impl KeyStore for MemoryStore {
         Ok(claims::claim_memory(&self.claims, self.bound, key, idem, fingerprint).await)
     }
 
+    fn admit_agent(&self, agent: usize) -> bool {
+        self.agents
+            .get(agent)
+            .is_some_and(|limiter| limiter.check().is_ok())
+    }
+
+    async fn track<'a>(&'a self, key: &'a str, _agent: usize) -> Result<Track<'a>, TrackError> {
+        let slot = self.keys.acquire(key).map_err(|e| match e {
+            AcquireError::Unknown => TrackError::Unknown,
+            AcquireError::TooMany => TrackError::TooMany,
+        })?;
+        Ok(Track::Memory(MemoryTrack::new(&self.keys, key, slot)))
+    }
+
+    fn is_healthy(&self) -> bool {
+        true
+    }
+
     fn expire(&self) {
         self.keys.sweep();
         self.tokens.retain_recent();
@@ -210,6 +264,9 @@ pub struct RedisStore {
     cluster: Arc<Cluster>,
     local: Arc<Keys>,
     tokens_per_min: u32,
+    /// Each agent's shared call-rate window (a digest prefix of its secret, never the secret).
+    agent_buckets: Vec<String>,
+    agent_rate: u32,
     bound: ReplayBound,
 }
 
@@ -225,9 +282,29 @@ impl RedisStore {
             cluster,
             local,
             tokens_per_min,
+            agent_buckets: Vec::new(),
+            agent_rate: 0,
             bound,
         }
     }
+
+    /// The agents, by the SHA-256 of their secrets, each allowed `per_sec` calls a second over
+    /// every node.
+    pub fn with_agents(mut self, digests: &[[u8; 32]], per_sec: u32) -> Self {
+        self.agent_buckets = digests.iter().map(agent_bucket).collect();
+        self.agent_rate = per_sec;
+        self
+    }
+
+    /// The cluster client this store runs on.
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+}
+
+/// The name of an agent's shared rate window: a digest prefix, never the secret.
+fn agent_bucket(digest: &[u8; 32]) -> String {
+    format!("a:{}", hex::encode(&digest[..8]))
 }
 
 impl KeyStore for RedisStore {
@@ -349,6 +426,42 @@ impl KeyStore for RedisStore {
         Box::pin(claimed).await
     }
 
+    fn admit_agent(&self, _agent: usize) -> bool {
+        true
+    }
+
+    async fn track<'a>(&'a self, key: &'a str, agent: usize) -> Result<Track<'a>, TrackError> {
+        let rid = cluster::rid(key);
+        // Watching before the first read, so no change between the read and the wait is missed.
+        let watch = self.cluster.watch(&rid);
+        let mark = watch.mark();
+        let fallback;
+        let bucket = match self.agent_buckets.get(agent) {
+            Some(b) => b.as_str(),
+            None => {
+                fallback = agent_bucket(&[0; 32]);
+                fallback.as_str()
+            }
+        };
+        let rate = AgentRate {
+            bucket,
+            limit: self.agent_rate,
+            window: Duration::from_secs(1),
+        };
+        let held = match self.cluster.acquire(&rid, &rate).await? {
+            (Acquired::Ok, Some(held)) => held,
+            (Acquired::TooMany, _) => return Err(TrackError::TooMany),
+            (Acquired::RateLimited, _) => return Err(TrackError::RateLimited),
+            (Acquired::Ok | Acquired::Unknown, _) => return Err(TrackError::Unknown),
+        };
+        let track = RedisTrack::new(&self.cluster, &self.local, key, rid, watch, mark, held);
+        Ok(Track::Redis(Box::new(track)))
+    }
+
+    fn is_healthy(&self) -> bool {
+        self.cluster.is_healthy()
+    }
+
     fn expire(&self) {
         self.local.sweep();
     }
@@ -411,6 +524,22 @@ impl KeyStore for Store {
         timeout: Duration,
     ) -> Result<Claimed, StoreError> {
         each!(self, s => s.claim(key, idem, fingerprint, timeout).await)
+    }
+
+    fn admit_agent(&self, agent: usize) -> bool {
+        each!(self, s => s.admit_agent(agent))
+    }
+
+    async fn track<'a>(&'a self, key: &'a str, agent: usize) -> Result<Track<'a>, TrackError> {
+        match self {
+            Store::Memory(s) => s.track(key, agent).await,
+            // Boxed: the slot's round trip must not grow every single-node call's future.
+            Store::Redis(s) => Box::pin(s.track(key, agent)).await,
+        }
+    }
+
+    fn is_healthy(&self) -> bool {
+        each!(self, s => s.is_healthy())
     }
 
     fn expire(&self) {

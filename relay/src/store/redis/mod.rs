@@ -19,7 +19,7 @@
 //! Keys are stored under a digest of the key, never the key itself.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -165,7 +165,7 @@ pub struct Cluster {
     healthy: AtomicBool,
     /// Whether the subscribing connection answered its last ping.
     listening: AtomicBool,
-    waiters: DashMap<String, Arc<Notify>>,
+    waiters: DashMap<String, Arc<KeyEvents>>,
     scripts: Scripts,
     settings: Settings,
 }
@@ -276,8 +276,8 @@ impl Cluster {
                 else {
                     continue;
                 };
-                if let Some(n) = cluster.waiters.get(rid) {
-                    n.notify_waiters();
+                if let Some(events) = cluster.waiters.get(rid) {
+                    events.changed();
                 }
             }
         });
@@ -551,15 +551,11 @@ impl Cluster {
 
     /// Registers interest in a key's changes (see [`Watch`]).
     pub fn watch(&self, rid: &str) -> Watch<'_> {
-        let notify = self
-            .waiters
-            .entry(rid.to_owned())
-            .or_insert_with(|| Arc::new(Notify::new()))
-            .clone();
+        let events = self.waiters.entry(rid.to_owned()).or_default().clone();
         Watch {
             cluster: self,
             rid: rid.to_owned(),
-            notify,
+            events,
         }
     }
 
@@ -635,16 +631,46 @@ async fn redis_major_version(conn: &mut ConnectionManager) -> Option<u32> {
         .ok()
 }
 
+/// The changes published for one key that calls of this node wait on: a counter of changes
+/// seen, and a wake-up for its waiters.
+#[derive(Default)]
+pub struct KeyEvents {
+    seen: AtomicU64,
+    notify: Notify,
+}
+
+impl KeyEvents {
+    fn changed(&self) {
+        self.seen.fetch_add(1, Ordering::AcqRel);
+        self.notify.notify_waiters();
+    }
+}
+
 /// Interest in one key's changes; dropped when the call stops waiting.
 pub struct Watch<'a> {
     cluster: &'a Cluster,
     rid: String,
-    notify: Arc<Notify>,
+    events: Arc<KeyEvents>,
 }
 
 impl Watch<'_> {
-    pub fn notify(&self) -> &Notify {
-        &self.notify
+    /// A mark of the changes seen so far: read it before reading the key, then wait with
+    /// [`Watch::changed_since`], and no change between the read and the wait is missed.
+    pub fn mark(&self) -> u64 {
+        self.events.seen.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the key changed after `mark` was taken.
+    pub async fn changed_since(&self, mark: u64) {
+        loop {
+            let notified = self.events.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.mark() != mark {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
