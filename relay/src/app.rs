@@ -30,7 +30,7 @@ pub struct App {
     pub tokens: TokenService,
     pub metrics: Arc<Metrics>,
     pub drain: Drain,
-    /// The Socket.IO handle, set once by [`build`].
+    /// The Socket.IO handle, set once by [`build`](crate::build).
     pub io: std::sync::OnceLock<Io>,
     /// Several nodes: the shared state in Redis. `None` on a single node.
     pub cluster: Option<Arc<Cluster>>,
