@@ -109,8 +109,10 @@ pub async fn run(app: &App, call: &Call) -> Result<Option<serde_json::Value>, Ap
                 }
                 settle(app, call, &track, deadline).await?
             }
+            // Boxed: the adapter's emit and acknowledgement state must not grow every
+            // single-node call's future.
             Located::Elsewhere(target) => {
-                remote::deliver(app, &track, call, &target, deadline).await?
+                Box::pin(remote::deliver(app, &track, call, &target, deadline)).await?
             }
         };
         match step {

@@ -228,7 +228,8 @@ impl Track<'_> {
     pub async fn release_stale(&self, sid: &str) -> Result<(), StoreError> {
         match self {
             Track::Memory(_) => Ok(()),
-            Track::Redis(t) => t.cluster.release(&t.rid, sid).await,
+            // Boxed, like every Redis round trip on the call path.
+            Track::Redis(t) => Box::pin(t.cluster.release(&t.rid, sid)).await,
         }
     }
 
