@@ -3,22 +3,20 @@
 //! the agent and issuer secrets (as digests) with the agents' call rates.
 
 use std::net::IpAddr;
-use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderValue, Method, header};
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use sha2::{Digest, Sha256};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use crate::cluster::{self, Cluster};
 use crate::config::Config;
+use crate::delivery::Io;
 use crate::error::ApiError;
-use crate::keys::{Keys, LifecycleConfig};
 use crate::metrics::Metrics;
 use crate::shutdown::Drain;
-use crate::sockets::Io;
+use crate::store::keys::{Keys, LifecycleConfig};
+use crate::store::redis::{self as cluster, Cluster};
 use crate::store::{self, KeyStore, MemoryStore, RedisStore, Store};
 use crate::tokens::TokenService;
 
@@ -32,12 +30,12 @@ pub struct App {
     pub tokens: TokenService,
     pub metrics: Arc<Metrics>,
     pub drain: Drain,
-    /// The Socket.IO handle, set once by [`build`].
+    /// The Socket.IO handle, set once by [`build`](crate::build).
     pub io: std::sync::OnceLock<Io>,
     /// Several nodes: the shared state in Redis. `None` on a single node.
     pub cluster: Option<Arc<Cluster>>,
-    /// SHA-256 of each agent secret, and that agent's call-rate limiter (same order).
-    agents: Vec<([u8; 32], DefaultDirectRateLimiter)>,
+    /// SHA-256 of each agent secret (the store keeps each agent's call rate, same order).
+    agents: Vec<[u8; 32]>,
     /// SHA-256 of each token-issuer secret (issuer mode).
     issuers: Vec<[u8; 32]>,
 }
@@ -73,18 +71,21 @@ impl App {
             max_timeout: config.max_timeout,
             drain: config.drain,
         };
+        let agents: Vec<[u8; 32]> = config
+            .agent_secrets
+            .iter()
+            .map(|s| Sha256::digest(s.expose().as_bytes()).into())
+            .collect();
+        let agent_rate = config.agent_rate_per_sec;
         let store = match &cluster {
-            None => Store::Memory(MemoryStore::new(
-                keys.clone(),
-                config.token_rate_per_min,
-                bound,
-            )),
-            Some(c) => Store::Redis(RedisStore::new(
-                c.clone(),
-                keys.clone(),
-                config.token_rate_per_min,
-                bound,
-            )),
+            None => Store::Memory(
+                MemoryStore::new(keys.clone(), config.token_rate_per_min, bound)
+                    .with_agents(agents.len(), agent_rate),
+            ),
+            Some(c) => Store::Redis(
+                RedisStore::new(c.clone(), keys.clone(), config.token_rate_per_min, bound)
+                    .with_agents(&agents, agent_rate),
+            ),
         };
         let tokens = TokenService::new(
             &config.livekit_api_key,
@@ -92,15 +93,6 @@ impl App {
             &config.livekit_url,
             config.token_ttl,
         );
-        let agent_rate = NonZeroU32::new(config.agent_rate_per_sec).unwrap_or(NonZeroU32::MIN);
-        let agents = config
-            .agent_secrets
-            .iter()
-            .map(|s| {
-                let digest: [u8; 32] = Sha256::digest(s.expose().as_bytes()).into();
-                (digest, RateLimiter::direct(Quota::per_second(agent_rate)))
-            })
-            .collect();
         let issuers = config
             .issuer_secrets
             .iter()
@@ -139,26 +131,12 @@ impl App {
     /// Finds which agent secret `presented` is, comparing SHA-256 digests in constant time
     /// against every configured secret (see [`find_secret`]).
     pub fn agent_index(&self, presented: &str) -> Option<usize> {
-        find_secret(self.agents.iter().map(|(digest, _)| digest), presented)
+        find_secret(self.agents.iter(), presented)
     }
 
     /// Whether `presented` is one of the token-issuer secrets (constant time, like the agents').
     pub fn is_token_issuer(&self, presented: &str) -> bool {
         find_secret(self.issuers.iter(), presented).is_some()
-    }
-
-    /// Takes one call from agent `index`'s rate budget; false when it is spent. Single node
-    /// only: with several nodes the shared budget is taken with the call's in-flight slot.
-    pub fn agent_may_call(&self, index: usize) -> bool {
-        self.agents
-            .get(index)
-            .is_some_and(|(_, limiter)| limiter.check().is_ok())
-    }
-
-    /// The name of agent `index`'s shared rate window (a digest prefix, never the secret).
-    pub fn agent_bucket(&self, index: usize) -> String {
-        let digest = self.agents.get(index).map_or(&[0u8; 32], |(d, _)| d);
-        format!("a:{}", hex::encode(&digest[..8]))
     }
 
     /// Takes one token from `ip`'s issuance budget; false when it is spent. With several nodes

@@ -10,6 +10,7 @@ pub mod app_jwt;
 pub mod calls;
 pub mod client_addr;
 pub mod config;
+pub mod delivery;
 pub mod error;
 pub mod healthcheck;
 pub mod idempotency;
@@ -23,11 +24,7 @@ pub mod store;
 pub mod tabs;
 pub mod tokens;
 
-/// The Redis store under its older name: several nodes' shared state.
 pub use app::App;
-/// This node's key records and bindings (the in-memory store's map).
-pub use store::keys;
-pub use store::redis as cluster;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -39,10 +36,11 @@ use socketioxide::SocketIo;
 use tokio::net::TcpListener;
 use tower_http::services::ServeDir;
 
-use crate::cluster::Cluster;
 use crate::config::{Config, TokenMode};
-use crate::sockets::{ClusterAdapter, Io};
+use crate::delivery::Io;
+use crate::sockets::ClusterAdapter;
 use crate::store::KeyStore;
+use crate::store::redis::{self as cluster, Cluster};
 
 /// Room for a Socket.IO packet's framing around a tab's answer (`43<ack id>[…]`, the envelope).
 const TAB_PACKET_FRAMING: usize = 1024;
@@ -106,7 +104,9 @@ fn finish<A: socketioxide::adapter::Adapter>(
         .layer(axum::middleware::map_request(detach_request_head))
         .layer(layer)
         .service(pages);
+    // The document describes the API's handlers, so it is routed here, above both.
     let mut router = api::routes()
+        .route("/openapi.json", axum::routing::get(openapi::openapi_json))
         .with_state(app.clone())
         .fallback_service(socket_io);
     if let Some(cors) = app.cors() {
@@ -290,7 +290,7 @@ pub async fn run_connected(
     )
     .with_graceful_shutdown(async move {
         shutdown.await;
-        shutdown::drain(&drain_app, &io).await;
+        shutdown::drain(&drain_app.drain, drain_app.config.drain, &io).await;
     })
     .await;
     sweeper.abort();

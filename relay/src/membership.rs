@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use crate::App;
-use crate::cluster::{Cluster, HEARTBEAT, StoreError, rid};
-use crate::keys::Displaced;
+use crate::store::keys::Displaced;
+use crate::store::redis::{Cluster, HEARTBEAT, StoreError, rid};
 use crate::tabs;
 
 /// The node's background duty while it runs: heartbeat, reap lost nodes, and write the live

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::App;
+use crate::delivery::Io;
 
 /// Tracks in-flight calls and the draining state.
 #[derive(Default)]
@@ -66,22 +66,19 @@ impl Drain {
 /// How long forced-out calls get to answer their agents after the drain bound.
 const FORCE_GRACE: Duration = Duration::from_secs(2);
 
-/// Drains the relay; returns when it is safe to stop serving.
-pub async fn drain(app: &App, io: &crate::sockets::Io) {
-    app.drain.draining.store(true, Ordering::Release);
-    let inflight = app.drain.inflight();
-    tracing::info!(
-        inflight,
-        bound_ms = app.config.drain.as_millis() as u64,
-        "draining"
-    );
-    if !app.drain.wait_idle(app.config.drain).await {
+/// Drains the relay, giving calls in flight `bound` (`RELAY_DRAIN`); returns when it is safe
+/// to stop serving.
+pub async fn drain(drain: &Drain, bound: Duration, io: &Io) {
+    drain.draining.store(true, Ordering::Release);
+    let inflight = drain.inflight();
+    tracing::info!(inflight, bound_ms = bound.as_millis() as u64, "draining");
+    if !drain.wait_idle(bound).await {
         tracing::warn!(
-            left = app.drain.inflight(),
+            left = drain.inflight(),
             "drain bound reached; cancelling calls still in flight"
         );
-        app.drain.force.cancel();
-        app.drain.wait_idle(FORCE_GRACE).await;
+        drain.force.cancel();
+        drain.wait_idle(FORCE_GRACE).await;
     }
     io.close().await;
     tracing::info!("tabs told the server is closing");

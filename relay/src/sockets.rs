@@ -7,7 +7,6 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use socketioxide::SendError;
-use socketioxide::SocketIo;
 use socketioxide::ack::AckStream;
 use socketioxide::adapter::{Adapter, LocalAdapter};
 use socketioxide::extensions::Extensions;
@@ -101,30 +100,5 @@ impl RelayAdapter for LocalAdapter {
 impl RelayAdapter for ClusterAdapter {
     fn tab(socket: &SocketRef<Self>) -> TabSocket {
         TabSocket::Cluster(socket.clone())
-    }
-}
-
-/// The Socket.IO server handle, whichever adapter it runs on.
-#[derive(Clone)]
-pub enum Io {
-    Local(SocketIo<LocalAdapter>),
-    Cluster(SocketIo<ClusterAdapter>),
-}
-
-impl Io {
-    /// Sockets connected to this node.
-    pub fn local_socket_count(&self) -> usize {
-        match self {
-            Io::Local(io) => io.sockets().len(),
-            Io::Cluster(io) => io.local().sockets().len(),
-        }
-    }
-
-    /// Tells every tab on this node that the server is closing.
-    pub async fn close(&self) {
-        match self {
-            Io::Local(io) => io.close().await,
-            Io::Cluster(io) => io.close().await,
-        }
     }
 }

@@ -8,7 +8,7 @@
 //! is how another node's emits reach it through the Redis adapter.
 //!
 //! Handlers are generic over the Socket.IO adapter (in memory or Redis); with several nodes, a
-//! bind, a release and a handshake's revocation check go through Redis first (see `cluster`).
+//! bind, a release and a handshake's revocation check go through Redis first (see `store`).
 
 use std::sync::Arc;
 
@@ -22,9 +22,9 @@ use socketioxide::extract::{AckSender, Data, SocketRef, State, TryData};
 use socketioxide::handler::ConnectHandler;
 
 use crate::App;
-use crate::cluster;
-use crate::keys::{BindError, Displaced, Proof};
-use crate::sockets::{ClusterAdapter, Io, RelayAdapter, TabSocket};
+use crate::delivery::room;
+use crate::sockets::{ClusterAdapter, RelayAdapter, TabSocket};
+use crate::store::keys::{BindError, Displaced, Proof};
 use crate::store::{Bound, KeyStore};
 use crate::tokens::{TokenError, VerifiedToken};
 use relay_wire::Fp;
@@ -66,11 +66,6 @@ fn bind_refusal(err: BindError) -> ErrorObject {
         BindError::TokenRequired | BindError::Expired => ErrorCode::Unauthorized,
     };
     error_object(code, err.to_string())
-}
-
-/// The room a key's socket joins.
-pub fn room(key: &str) -> String {
-    cluster::rid(key)
 }
 
 /// Registers the default namespace's handlers (single node).
@@ -312,20 +307,10 @@ async fn release(app: &App, key: &str, s: &TabSocket) {
     app.store.release(key, s).await;
 }
 
-/// Tells the socket bound to `key` on another node that it lost its key, then closes it. Both
-/// go through the adapter on one connection, so the remote node sees them in that order.
+/// Tells the socket bound to `key` on another node that it lost its key, then closes it.
 pub async fn dismiss_remote(app: &App, key: &str, reason: RevokeReason) {
-    let Some(Io::Cluster(io)) = app.io.get() else {
-        return;
-    };
-    let room = room(key);
-    let sent = io
-        .to(room.clone())
-        .emit(events::REVOKED, &RevokedEvent { reason })
-        .await;
-    let closed = io.to(room).disconnect().await;
-    if sent.is_err() || closed.is_err() {
-        tracing::warn!(key = %Fp(key), "could not reach the node holding the old tab");
+    if let Some(io) = app.io.get() {
+        io.dismiss_in_room(room(key), key, reason).await;
     }
 }
 

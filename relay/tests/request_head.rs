@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::http::{self, HeaderValue, header};
 use clap::Parser;
 use relay::config::{Cli, Config};
-use relay::sockets::Io;
+use relay::delivery::Io;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

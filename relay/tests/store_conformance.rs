@@ -1,6 +1,13 @@
 //! One suite for every key store: the same cases run unchanged against the in-memory store and
 //! against the Redis store on a real `redis-server` (started here on a free port); and the Redis
-//! scripts walked through the lifecycle table (`relay::store::lifecycle`).
+//! scripts walked through the lifecycle table (`relay::store::lifecycle`). The cases with tabs
+//! (binding, replacing, the grace, in-flight slots, finding the tab) are in `binding.rs`, on real
+//! sockets (`tabs.rs`).
+
+#[path = "store_conformance/binding.rs"]
+mod binding;
+#[path = "store_conformance/tabs.rs"]
+mod tabs;
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -8,24 +15,28 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use bytes::Bytes;
-use relay::cluster::{Bound, Cluster, Revoked, Settings};
 use relay::idempotency::Outcome;
-use relay::keys::{Keys, LifecycleConfig};
 use relay::metrics::Metrics;
 use relay::store::claims::{Claimed, ReplayBound};
+use relay::store::keys::{Keys, LifecycleConfig};
 use relay::store::lifecycle::{self, BindError, Event, Facts, Phase, Shown, Transition};
+use relay::store::redis::{Bound, Cluster, Revoked, Settings};
 use relay::store::{KeyStore, MemoryStore, RedisStore};
 use relay::tokens::unix_now;
 use relay_wire::KeyState;
 
 const UNBOUND_TTL: Duration = Duration::from_millis(300);
 const GRACE: Duration = Duration::from_millis(300);
+/// A key's in-flight calls, on both stores.
+const MAX_INFLIGHT: usize = 4;
+/// Calls one agent may start in a second (high: the suite does not test it).
+const AGENT_RATE: u32 = 100_000;
 
 fn lifecycle() -> LifecycleConfig {
     LifecycleConfig {
         unbound_ttl: UNBOUND_TTL,
         grace: GRACE,
-        max_inflight: 4,
+        max_inflight: MAX_INFLIGHT,
     }
 }
 
@@ -44,6 +55,8 @@ fn in_an_hour() -> u64 {
 
 /// Every case, in order; each uses keys of its own.
 async fn suite(store: &impl KeyStore) {
+    let tabs = tabs::Tabs::start();
+    binding::cases(store, &tabs).await;
     unknown_key(store).await;
     issue_then_status(store).await;
     revoke_leaves_a_tombstone(store).await;
@@ -207,7 +220,7 @@ async fn a_retry_waits_for_the_first_outcome(store: &impl KeyStore) {
 /// outcome) take no real time. Redis keeps its own clock, so its run sleeps for real.
 #[tokio::test(start_paused = true)]
 async fn memory_store() {
-    suite(&MemoryStore::new(local_keys(), TOKENS_PER_MIN, BOUND)).await;
+    suite(&MemoryStore::new(local_keys(), TOKENS_PER_MIN, BOUND).with_agents(1, AGENT_RATE)).await;
 }
 
 /// A `redis-server` of the test's own, killed when dropped.
@@ -243,7 +256,7 @@ async fn connect(port: u16) -> Arc<Cluster> {
     let settings = || Settings {
         grace: GRACE,
         unbound_ttl: UNBOUND_TTL,
-        max_inflight: 4,
+        max_inflight: MAX_INFLIGHT,
         inflight_ttl: Duration::from_secs(60),
     };
     for _ in 0..50 {
@@ -259,13 +272,9 @@ async fn connect(port: u16) -> Arc<Cluster> {
 async fn redis_store() {
     let server = start_redis();
     let cluster = connect(server.port).await;
-    suite(&RedisStore::new(
-        cluster,
-        local_keys(),
-        TOKENS_PER_MIN,
-        BOUND,
-    ))
-    .await;
+    let store = RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN, BOUND)
+        .with_agents(&[[7; 32]], AGENT_RATE);
+    suite(&store).await;
 }
 
 /// The Redis scripts follow the lifecycle table: every reachable key, every event that a script
@@ -282,7 +291,7 @@ async fn redis_scripts_follow_the_lifecycle_table() {
             if matches!(event, Event::Issue | Event::Expire) {
                 continue;
             }
-            let rid = relay::cluster::rid(&fresh_key());
+            let rid = relay::store::redis::rid(&fresh_key());
             reach(&cluster, &rid, start, held_by).await;
             let expected = lifecycle::apply(start, event);
             let outcome = match event {

@@ -1,39 +1,40 @@
 //! The seam between the handlers and where key state lives.
 //!
 //! [`KeyStore`] is what the relay asks about keys; [`MemoryStore`] answers it on one node and
-//! [`RedisStore`] on several (Redis is the truth there, and this node's [`Keys`] follows it with
+//! [`RedisStore`] on several (Redis is the truth there, and this node's [`Keys`](keys::Keys) follows it with
 //! the bindings of its own sockets). [`Store`] is the one the app holds: it dispatches to its
 //! backend, so a handler never asks which one it has. The in-memory path adds no allocation:
 //! dispatch is a `match` on the enum and the futures are not boxed.
 //!
 //! The key lifecycle both follow is stated once, in [`lifecycle`].
 //!
-//! Covered so far: issuing, binding and releasing, the revocation check of a handshake, the agent API's key status,
-//! revoking, the token rate per client address, `Idempotency-Key` claims and outcomes
-//! ([`claims`]) and expiry. In-flight slots, waits and idempotency still reach `Keys` and
-//! `Cluster` directly (see `ARCHITECTURE.md`).
+//! Behind the seam: issuing, binding and releasing, the revocation check of a handshake, the
+//! agent API's key status, revoking, the token rate per client address and the agents' call
+//! rate, `Idempotency-Key` claims and outcomes ([`claims`]), a call's in-flight slot, where the
+//! key's tab is and waiting for it to change ([`track`]), readiness and expiry.
 
 pub mod claims;
 pub mod keys;
 pub mod lifecycle;
+mod memory;
 pub mod redis;
+mod redis_store;
+pub mod track;
+
+pub use memory::MemoryStore;
+pub use redis_store::RedisStore;
 
 use std::future::Future;
 use std::net::IpAddr;
-use std::num::NonZeroU32;
-use std::sync::Arc;
 use std::time::Duration;
 
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use relay_wire::KeyStatus;
 
-use relay_wire::{KeyState, KeyStatus};
-
-use self::keys::{Displaced, Keys, Proof};
-use self::redis as cluster;
-use self::redis::{Cluster, StoreError};
-use crate::idempotency::Idempotency;
+use self::keys::{Displaced, Proof};
+use self::redis::StoreError;
+use self::track::{Track, TrackError};
 use crate::sockets::TabSocket;
-use claims::{Claimed, ReplayBound};
+use claims::Claimed;
 use lifecycle::BindError;
 
 /// What a revoke did.
@@ -117,241 +118,26 @@ pub trait KeyStore: Send + Sync {
         timeout: Duration,
     ) -> impl Future<Output = Result<Claimed, StoreError>> + Send;
 
+    /// Takes one call from agent `agent`'s rate budget before the call is read; false when it
+    /// is spent. A store that counts the agent's calls with the key's slot (Redis, over every
+    /// node: see [`KeyStore::track`]) admits every call here.
+    fn admit_agent(&self, agent: usize) -> bool;
+
+    /// Takes one of `key`'s in-flight slots for a call of agent `agent` (and, on Redis, one
+    /// call from that agent's shared rate): the call's [`Track`], which finds the key's tab and
+    /// waits for it, and gives the slot back when dropped.
+    fn track<'a>(
+        &'a self,
+        key: &'a str,
+        agent: usize,
+    ) -> impl Future<Output = Result<Track<'a>, TrackError>> + Send + 'a;
+
+    /// Whether the store answers (readiness): always in memory; on Redis, both connections.
+    fn is_healthy(&self) -> bool;
+
     /// Removes what has outlived its time (an unbound key, a grace, a tombstone) from this
     /// node's records; Redis expires its own entries.
     fn expire(&self);
-}
-
-/// One node: every key's state is in this process.
-pub struct MemoryStore {
-    keys: Arc<Keys>,
-    tokens: DefaultKeyedRateLimiter<IpAddr>,
-    claims: Idempotency,
-    bound: ReplayBound,
-}
-
-impl MemoryStore {
-    /// `tokens_per_min`: tokens one client address may get per minute.
-    pub fn new(keys: Arc<Keys>, tokens_per_min: u32, bound: ReplayBound) -> Self {
-        let per_min = NonZeroU32::new(tokens_per_min).unwrap_or(NonZeroU32::MIN);
-        MemoryStore {
-            keys,
-            tokens: RateLimiter::keyed(Quota::per_minute(per_min)),
-            claims: Idempotency::default(),
-            bound,
-        }
-    }
-}
-
-impl KeyStore for MemoryStore {
-    async fn issue(&self, key: &str, exp_unix: u64) -> Result<(), StoreError> {
-        self.keys.issue(key, exp_unix);
-        Ok(())
-    }
-
-    async fn is_revoked(&self, key: &str) -> Result<bool, StoreError> {
-        Ok(self.keys.is_revoked(key))
-    }
-
-    async fn status(&self, key: &str) -> Result<Option<KeyStatus>, StoreError> {
-        Ok(self.keys.status(key))
-    }
-
-    async fn revoke(&self, key: &str) -> Result<Option<Revocation>, StoreError> {
-        Ok(self.keys.revoke(key).map(|local| Revocation {
-            local,
-            remote: false,
-        }))
-    }
-
-    async fn bind(
-        &self,
-        key: &str,
-        proof: Proof,
-        socket: &TabSocket,
-    ) -> Result<BindOutcome, StoreError> {
-        Ok(BindOutcome {
-            bound: self
-                .keys
-                .bind(key, proof, socket)
-                .map(|displaced| Bound::Bound { displaced }),
-            replaced_elsewhere: false,
-        })
-    }
-
-    async fn release(&self, key: &str, socket: &TabSocket) {
-        self.keys.release(key, socket.id());
-    }
-
-    async fn take_token(&self, ip: IpAddr) -> Result<bool, StoreError> {
-        Ok(self.tokens.check_key(&ip).is_ok())
-    }
-
-    async fn claim(
-        &self,
-        key: &str,
-        idem: &str,
-        fingerprint: u64,
-        _timeout: Duration,
-    ) -> Result<Claimed, StoreError> {
-        Ok(claims::claim_memory(&self.claims, self.bound, key, idem, fingerprint).await)
-    }
-
-    fn expire(&self) {
-        self.keys.sweep();
-        self.tokens.retain_recent();
-        self.claims.sweep();
-    }
-}
-
-/// Several nodes: Redis holds every key's state; `local` keeps this node's live bindings and
-/// follows what Redis accepted.
-pub struct RedisStore {
-    cluster: Arc<Cluster>,
-    local: Arc<Keys>,
-    tokens_per_min: u32,
-    bound: ReplayBound,
-}
-
-impl RedisStore {
-    /// `tokens_per_min`: tokens one client address may get per minute, over all nodes.
-    pub fn new(
-        cluster: Arc<Cluster>,
-        local: Arc<Keys>,
-        tokens_per_min: u32,
-        bound: ReplayBound,
-    ) -> Self {
-        RedisStore {
-            cluster,
-            local,
-            tokens_per_min,
-            bound,
-        }
-    }
-}
-
-impl KeyStore for RedisStore {
-    async fn issue(&self, key: &str, exp_unix: u64) -> Result<(), StoreError> {
-        self.cluster.issue(&cluster::rid(key), exp_unix).await?;
-        self.local.issue(key, exp_unix);
-        Ok(())
-    }
-
-    async fn is_revoked(&self, key: &str) -> Result<bool, StoreError> {
-        self.cluster.is_revoked(&cluster::rid(key)).await
-    }
-
-    async fn status(&self, key: &str) -> Result<Option<KeyStatus>, StoreError> {
-        let stored = self.cluster.status(&cluster::rid(key)).await?;
-        Ok(stored.map(|s| {
-            let now_ms = crate::tokens::unix_now_ms();
-            KeyStatus {
-                ok: true,
-                state: s.state,
-                fingerprint: crate::config::fingerprint(key),
-                since_ms: s.since_ms,
-                grace_ends_ms: (s.state == KeyState::Offline)
-                    .then(|| now_ms + s.ttl_ms.unwrap_or(0)),
-            }
-        }))
-    }
-
-    async fn revoke(&self, key: &str) -> Result<Option<Revocation>, StoreError> {
-        match self.cluster.revoke(&cluster::rid(key)).await? {
-            cluster::Revoked::Unknown => Ok(None),
-            cluster::Revoked::Done { online_on } => {
-                // The local record follows Redis (a tombstone here too).
-                let local = self.local.revoke(key).flatten();
-                let remote = online_on
-                    .as_deref()
-                    .is_some_and(|n| n != self.cluster.node());
-                Ok(Some(Revocation { local, remote }))
-            }
-        }
-    }
-
-    async fn bind(
-        &self,
-        key: &str,
-        proof: Proof,
-        socket: &TabSocket,
-    ) -> Result<BindOutcome, StoreError> {
-        let token_exp = match proof {
-            Proof::Token { exp } => Some(exp),
-            Proof::BareKey => None,
-        };
-        let sid = socket.id().to_string();
-        let (exp_unix, replaced) = match self
-            .cluster
-            .bind(&cluster::rid(key), &sid, token_exp)
-            .await?
-        {
-            Err(refused) => {
-                return Ok(BindOutcome {
-                    bound: Err(refused),
-                    replaced_elsewhere: false,
-                });
-            }
-            Ok(cluster::Bound::Same) => {
-                return Ok(BindOutcome {
-                    bound: Ok(Bound::Same),
-                    replaced_elsewhere: false,
-                });
-            }
-            Ok(cluster::Bound::Bound { exp_unix, replaced }) => (exp_unix, replaced),
-        };
-        let replaced_elsewhere = replaced.is_some_and(|(node, _)| node != self.cluster.node());
-        // Redis accepted the bind: the local record follows it.
-        let bound = match self.local.bind(key, Proof::Token { exp: exp_unix }, socket) {
-            Ok(displaced) => Ok(Bound::Bound { displaced }),
-            Err(err) => {
-                // Only when this node's own record disagrees with Redis (a tombstone from
-                // before Redis lost its data): undo the shared half.
-                self.release(key, socket).await;
-                Err(err)
-            }
-        };
-        Ok(BindOutcome {
-            bound,
-            replaced_elsewhere,
-        })
-    }
-
-    async fn release(&self, key: &str, socket: &TabSocket) {
-        self.local.release(key, socket.id());
-        let released = self
-            .cluster
-            .release(&cluster::rid(key), &socket.id().to_string())
-            .await;
-        if released.is_err() {
-            tracing::debug!(key = %relay_wire::Fp(key), "release not recorded in Redis");
-        }
-    }
-
-    async fn take_token(&self, ip: IpAddr) -> Result<bool, StoreError> {
-        let bucket = format!("t:{ip}");
-        let window = Duration::from_secs(60);
-        self.cluster
-            .rate(&bucket, self.tokens_per_min, window)
-            .await
-    }
-
-    async fn claim(
-        &self,
-        key: &str,
-        idem: &str,
-        fingerprint: u64,
-        timeout: Duration,
-    ) -> Result<Claimed, StoreError> {
-        // Boxed: the polling loop's state must not grow every single-node call's future.
-        let claimed =
-            claims::claim_redis(&self.cluster, self.bound, key, idem, fingerprint, timeout);
-        Box::pin(claimed).await
-    }
-
-    fn expire(&self) {
-        self.local.sweep();
-    }
 }
 
 /// The store the app holds: one of the backends, chosen at start.
@@ -411,6 +197,22 @@ impl KeyStore for Store {
         timeout: Duration,
     ) -> Result<Claimed, StoreError> {
         each!(self, s => s.claim(key, idem, fingerprint, timeout).await)
+    }
+
+    fn admit_agent(&self, agent: usize) -> bool {
+        each!(self, s => s.admit_agent(agent))
+    }
+
+    async fn track<'a>(&'a self, key: &'a str, agent: usize) -> Result<Track<'a>, TrackError> {
+        match self {
+            Store::Memory(s) => s.track(key, agent).await,
+            // Boxed: the slot's round trip must not grow every single-node call's future.
+            Store::Redis(s) => Box::pin(s.track(key, agent)).await,
+        }
+    }
+
+    fn is_healthy(&self) -> bool {
+        each!(self, s => s.is_healthy())
     }
 
     fn expire(&self) {

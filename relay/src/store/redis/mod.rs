@@ -23,16 +23,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use dashmap::DashMap;
-use redis::Value;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use sha2::{Digest, Sha256};
-use tokio::sync::Notify;
-
-use relay_wire::RevokeReason;
 
 use crate::error::ApiError;
 use crate::pubsub::PubSub;
-use crate::store::lifecycle::BindError;
 use crate::tokens::unix_now_ms;
 
 /// The channel every key change is published on (the payload is the key's Redis name).
@@ -146,8 +141,13 @@ fn rate_window(bucket: &str, window: Duration) -> (String, u64) {
 /// An online key whose node has not heartbeaten for this long is treated as offline by calls.
 pub const NODE_SUSPECT: Duration = Duration::from_millis(2500);
 
+mod keys;
+mod nodes;
 mod scripts;
+mod watch;
+
 use scripts::Scripts;
+pub use watch::{KeyEvents, Slot, Watch};
 
 /// Lifecycle settings shared by every node (they should be configured alike).
 pub struct Settings {
@@ -165,7 +165,7 @@ pub struct Cluster {
     healthy: AtomicBool,
     /// Whether the subscribing connection answered its last ping.
     listening: AtomicBool,
-    waiters: DashMap<String, Arc<Notify>>,
+    waiters: DashMap<String, Arc<KeyEvents>>,
     scripts: Scripts,
     settings: Settings,
 }
@@ -276,8 +276,8 @@ impl Cluster {
                 else {
                     continue;
                 };
-                if let Some(n) = cluster.waiters.get(rid) {
-                    n.notify_waiters();
+                if let Some(events) = cluster.waiters.get(rid) {
+                    events.changed();
                 }
             }
         });
@@ -316,309 +316,6 @@ impl Cluster {
     fn node_keys(node: &str) -> String {
         format!("{NODE_KEYS_PREFIX}{node}")
     }
-
-    pub async fn issue(&self, rid: &str, exp_unix: u64) -> Result<(), StoreError> {
-        let now = unix_now_ms();
-        let exp = exp_unix * 1000;
-        let ttl = exp
-            .saturating_sub(now)
-            .min(ms(self.settings.unbound_ttl))
-            .max(1);
-        let mut inv = self.scripts.issue.key(Self::key_name(rid));
-        inv.arg(now).arg(exp).arg(ttl);
-        self.op(inv.invoke_async::<i64>(&mut self.conn.clone()))
-            .await
-            .map(drop)
-    }
-
-    /// Binds the key to `sid` on this node. `token_exp_unix` is `None` for a bare key.
-    pub async fn bind(
-        &self,
-        rid: &str,
-        sid: &str,
-        token_exp_unix: Option<u64>,
-    ) -> Result<Result<Bound, BindError>, StoreError> {
-        let now = unix_now_ms();
-        let mut inv = self.scripts.bind.key(Self::key_name(rid));
-        inv.key(Self::node_keys(&self.node)).key(EVENTS);
-        inv.arg(now)
-            .arg(&self.node)
-            .arg(sid)
-            .arg(if token_exp_unix.is_some() { "t" } else { "b" })
-            .arg(token_exp_unix.unwrap_or(0) * 1000)
-            .arg(ms(ONLINE_EXTRA))
-            .arg(NODE_KEYS_PREFIX);
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
-        let word = |i: usize| reply.get(i).map(String::as_str);
-        Ok(match (word(0), word(1)) {
-            (Some("same"), _) => Ok(Bound::Same),
-            (Some("bound"), Some(exp)) => Ok(Bound::Bound {
-                exp_unix: exp.parse::<u64>().unwrap_or(0) / 1000,
-                replaced: match (word(2), word(3)) {
-                    (Some(node), Some(sid)) => Some((node.to_owned(), sid.to_owned())),
-                    _ => None,
-                },
-            }),
-            (Some("err"), Some("revoked")) => Err(BindError::Revoked),
-            (Some("err"), Some("token_required")) => Err(BindError::TokenRequired),
-            (Some("err"), Some("expired")) => Err(BindError::Expired),
-            _ => Err(BindError::Unknown),
-        })
-    }
-
-    /// The socket `sid` of this node left: its key goes offline for the grace (if still its).
-    pub async fn release(&self, rid: &str, sid: &str) -> Result<(), StoreError> {
-        let mut inv = self.scripts.release.key(Self::key_name(rid));
-        inv.key(Self::node_keys(&self.node)).key(EVENTS);
-        inv.arg(unix_now_ms())
-            .arg(&self.node)
-            .arg(sid)
-            .arg(ms(self.settings.grace));
-        self.op(inv.invoke_async::<i64>(&mut self.conn.clone()))
-            .await
-            .map(drop)
-    }
-
-    pub async fn revoke(&self, rid: &str) -> Result<Revoked, StoreError> {
-        let mut inv = self.scripts.revoke.key(Self::key_name(rid));
-        inv.key(EVENTS);
-        inv.arg(unix_now_ms()).arg(NODE_KEYS_PREFIX);
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
-        Ok(match reply.first().map(String::as_str) {
-            Some("revoked") => Revoked::Done {
-                online_on: reply.get(1).cloned(),
-            },
-            _ => Revoked::Unknown,
-        })
-    }
-
-    pub async fn is_revoked(&self, rid: &str) -> Result<bool, StoreError> {
-        let st: Option<String> = self
-            .op(redis::cmd("HGET")
-                .arg(Self::key_name(rid))
-                .arg("st")
-                .query_async(&mut self.conn.clone()))
-            .await?;
-        Ok(st.as_deref() == Some("revoked"))
-    }
-
-    pub async fn status(&self, rid: &str) -> Result<Option<StoredStatus>, StoreError> {
-        let name = Self::key_name(rid);
-        let ((st, since), ttl): ((Option<String>, Option<u64>), i64) = self
-            .op(redis::pipe()
-                .cmd("HMGET")
-                .arg(&name)
-                .arg("st")
-                .arg("since")
-                .cmd("PTTL")
-                .arg(&name)
-                .query_async(&mut self.conn.clone()))
-            .await?;
-        use relay_wire::KeyState;
-        let state = match st.as_deref() {
-            Some("issued") => KeyState::Issued,
-            Some("online") => KeyState::Online,
-            Some("offline") => KeyState::Offline,
-            _ => return Ok(None),
-        };
-        Ok(Some(StoredStatus {
-            state,
-            since_ms: since.unwrap_or(0),
-            ttl_ms: u64::try_from(ttl).ok(),
-        }))
-    }
-
-    pub async fn lookup(&self, rid: &str) -> Result<Place, StoreError> {
-        let mut inv = self.scripts.lookup.key(Self::key_name(rid));
-        inv.key(NODES);
-        inv.arg(ms(NODE_SUSPECT));
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
-        let mut words = reply.into_iter();
-        Ok(
-            match (words.next().as_deref(), words.next(), words.next()) {
-                (Some("online"), Some(node), Some(sid)) => Place::Online { node, sid },
-                (Some("waiting"), _, _) => Place::Waiting,
-                _ => Place::Unknown,
-            },
-        )
-    }
-
-    /// Takes one call from the agent's rate window and one of the key's in-flight slots, both
-    /// counted across nodes, and tells where the key's tab is: one round trip for all three.
-    pub async fn acquire(
-        self: &Arc<Self>,
-        rid: &str,
-        agent: &AgentRate<'_>,
-    ) -> Result<(Acquired, Option<(Slot, Place)>), StoreError> {
-        let counter = format!("va:if:{rid}");
-        let (window_key, window_ms) = rate_window(agent.bucket, agent.window);
-        let mut inv = self.scripts.acquire.key(Self::key_name(rid));
-        inv.key(&counter).key(NODES).key(window_key);
-        inv.arg(self.settings.max_inflight)
-            .arg(ms(self.settings.inflight_ttl))
-            .arg(ms(NODE_SUSPECT))
-            .arg(agent.limit)
-            .arg(window_ms);
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
-        let mut words = reply.into_iter();
-        Ok(match words.next().as_deref() {
-            Some("ok") => {
-                let place = match (words.next(), words.next()) {
-                    (Some(node), Some(sid)) => Place::Online { node, sid },
-                    _ => Place::Waiting,
-                };
-                let slot = Slot {
-                    cluster: self.clone(),
-                    counter,
-                };
-                (Acquired::Ok, Some((slot, place)))
-            }
-            Some("busy") => (Acquired::TooMany, None),
-            Some("rate") => (Acquired::RateLimited, None),
-            _ => (Acquired::Unknown, None),
-        })
-    }
-
-    /// One step of a fixed-window limit shared by every node: false when `limit` is spent.
-    pub async fn rate(
-        &self,
-        bucket: &str,
-        limit: u32,
-        window: Duration,
-    ) -> Result<bool, StoreError> {
-        let (name, window_ms) = rate_window(bucket, window);
-        let mut inv = self.scripts.rate.key(name);
-        inv.arg(limit).arg(window_ms);
-        let ok: i64 = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
-        Ok(ok == 1)
-    }
-
-    fn idem_name(rid: &str, idem: &str) -> String {
-        format!("va:idem:{rid}:{idem}")
-    }
-
-    pub async fn idem_claim(
-        &self,
-        rid: &str,
-        idem: &str,
-        fingerprint: u64,
-        until_ms: u64,
-        window: Duration,
-    ) -> Result<IdemClaim, StoreError> {
-        let mut inv = self.scripts.idem_claim.key(Self::idem_name(rid, idem));
-        inv.arg(fingerprint.to_string())
-            .arg(until_ms)
-            .arg(ms(window));
-        let reply: Vec<Value> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
-        let text = |i: usize| -> Option<String> {
-            reply
-                .get(i)
-                .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
-        };
-        Ok(match text(0).as_deref() {
-            Some("run") => IdemClaim::Run,
-            Some("done") => IdemClaim::Done {
-                status: text(1).and_then(|s| s.parse().ok()).unwrap_or(500),
-                body: reply
-                    .get(2)
-                    .and_then(|v| redis::from_redis_value_ref::<Vec<u8>>(v).ok())
-                    .unwrap_or_default(),
-            },
-            Some("pending") => IdemClaim::Pending {
-                until_ms: text(1).and_then(|s| s.parse().ok()).unwrap_or(0),
-            },
-            _ => IdemClaim::Conflict,
-        })
-    }
-
-    pub async fn idem_record(
-        &self,
-        rid: &str,
-        idem: &str,
-        status: u16,
-        body: &[u8],
-    ) -> Result<(), StoreError> {
-        self.op(redis::cmd("HSET")
-            .arg(Self::idem_name(rid, idem))
-            .arg("status")
-            .arg(status)
-            .arg("body")
-            .arg(body)
-            .query_async::<i64>(&mut self.conn.clone()))
-            .await
-            .map(drop)
-    }
-
-    /// Registers interest in a key's changes (see [`Watch`]).
-    pub fn watch(&self, rid: &str) -> Watch<'_> {
-        let notify = self
-            .waiters
-            .entry(rid.to_owned())
-            .or_insert_with(|| Arc::new(Notify::new()))
-            .clone();
-        Watch {
-            cluster: self,
-            rid: rid.to_owned(),
-            notify,
-        }
-    }
-
-    /// Heartbeats; true when this node's entry was missing before (first beat, Redis lost its
-    /// data, or other nodes took this one for lost).
-    pub async fn heartbeat(&self) -> Result<bool, StoreError> {
-        let mut inv = self.scripts.heartbeat.key(NODES);
-        inv.arg(&self.node);
-        let created: i64 = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
-        Ok(created == 1)
-    }
-
-    /// Marks the keys of lost nodes offline; returns how many.
-    pub async fn reap(&self) -> Result<u64, StoreError> {
-        let mut inv = self.scripts.reap.key(NODES);
-        inv.key(EVENTS);
-        inv.arg(ms(NODE_STALE))
-            .arg(ms(self.settings.grace))
-            .arg(NODE_KEYS_PREFIX)
-            .arg(unix_now_ms());
-        self.op(inv.invoke_async(&mut self.conn.clone())).await
-    }
-
-    /// Writes a live local binding back into Redis. Returns why the binding cannot stand, if
-    /// Redis had the key revoked or bound to another socket meanwhile.
-    pub async fn reassert(
-        &self,
-        rid: &str,
-        sid: &str,
-        token_exp_unix: u64,
-    ) -> Result<Option<RevokeReason>, StoreError> {
-        let now = unix_now_ms();
-        let exp = token_exp_unix * 1000;
-        let ttl = exp.saturating_sub(now) + ms(ONLINE_EXTRA);
-        let mut inv = self.scripts.reassert.key(Self::key_name(rid));
-        inv.key(Self::node_keys(&self.node)).key(EVENTS);
-        inv.arg(now).arg(&self.node).arg(sid).arg(exp).arg(ttl);
-        let reply: String = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
-        Ok(match reply.as_str() {
-            "revoked" => Some(RevokeReason::Revoked),
-            "elsewhere" => Some(RevokeReason::Replaced),
-            _ => None,
-        })
-    }
-
-    /// Leaves the cluster: this node's entry is marked stale and reaped at once, so keys whose
-    /// release did not reach Redis go offline now rather than when their TTL ends.
-    pub async fn leave(&self) {
-        let marked = self
-            .op(redis::cmd("HSET")
-                .arg(NODES)
-                .arg(&self.node)
-                .arg(0)
-                .query_async::<i64>(&mut self.conn.clone()))
-            .await;
-        if marked.is_ok() {
-            let _ = self.reap().await;
-        }
-    }
 }
 
 async fn redis_major_version(conn: &mut ConnectionManager) -> Option<u32> {
@@ -633,48 +330,6 @@ async fn redis_major_version(conn: &mut ConnectionManager) -> Option<u32> {
         .next()?
         .parse()
         .ok()
-}
-
-/// Interest in one key's changes; dropped when the call stops waiting.
-pub struct Watch<'a> {
-    cluster: &'a Cluster,
-    rid: String,
-    notify: Arc<Notify>,
-}
-
-impl Watch<'_> {
-    pub fn notify(&self) -> &Notify {
-        &self.notify
-    }
-}
-
-impl Drop for Watch<'_> {
-    fn drop(&mut self) {
-        // The map holds one reference and this watch another: when no one else waits, remove.
-        self.cluster
-            .waiters
-            .remove_if(&self.rid, |_, n| Arc::strong_count(n) <= 2);
-    }
-}
-
-/// One in-flight slot of a key; given back on drop.
-pub struct Slot {
-    cluster: Arc<Cluster>,
-    counter: String,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let cluster = self.cluster.clone();
-        let counter = std::mem::take(&mut self.counter);
-        tokio::spawn(async move {
-            let _ = cluster
-                .op(redis::cmd("DECR")
-                    .arg(counter)
-                    .query_async::<i64>(&mut cluster.conn.clone()))
-                .await;
-        });
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,271 @@
+//! The agent's tool calls and their cancellation.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use relay_wire::{ErrorBody, ErrorCode, ToolCallRequest, ToolCallResponse, headers};
+
+use super::{authorize, key_param, parse_object, read_body};
+use crate::App;
+use crate::calls::{self, Call};
+use crate::error::{ApiError, encode, json_response};
+use crate::idempotency::{self, Outcome};
+use crate::store::KeyStore;
+use crate::store::claims::Claimed;
+use relay_wire::{ApiKey, CallTimeout, Fp, ToolName};
+
+/// Sends one tool call to the tab bound to `apiKey`: fire-and-forget, or awaited
+/// (`awaitResult`) with the tab's answer as `result`. A call to an offline key waits, within its
+/// timeout, for the tab to come back.
+#[utoipa::path(
+    post,
+    path = "/api/voice-agent/tool-call",
+    tag = "agent",
+    operation_id = "toolCall",
+    params(
+        ("Idempotency-Key" = Option<String>, Header, pattern = "^[\\x21-\\x7E]{1,255}$",
+            description = "Retry key: a repeat for the same key within 5 minutes gets the first call's outcome and emits nothing new; a different request under the same Idempotency-Key is refused (400)"),
+    ),
+    request_body(content = ToolCallRequest, content_type = "application/json"),
+    security(("agent_secret" = [])),
+    responses(
+        (status = 200, description = "Delivered (and answered, when awaited)", body = ToolCallResponse),
+        (status = 400, description = "`invalid_request`: malformed JSON, a missing field, a bad `apiKey`, `toolName` or `timeoutMs`, a bad or reused Idempotency-Key", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 404, description = "`unknown_key`: never issued, expired, revoked or removed", body = ErrorBody),
+        (status = 409, description = "`tab_offline`: no tab came back within the call's timeout", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`: the body is over the limit (default 64 KiB)", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: the key's in-flight calls or the agent's call rate are spent", body = ErrorBody),
+        (status = 500, description = "`internal`: the first call with this Idempotency-Key was lost", body = ErrorBody),
+        (status = 502, description = "`tool_failed`: the tab answered with an error; `no_handler`: the tab has no handler for the tool", body = ErrorBody),
+        (status = 503, description = "`shutting_down`: the relay is draining; `unavailable`: several nodes and Redis unreachable", body = ErrorBody),
+        (status = 504, description = "`timeout`: the tab did not answer in time", body = ErrorBody),
+    )
+)]
+pub(crate) async fn tool_call(State(app): State<Arc<App>>, request: Request<Body>) -> Response {
+    match tool_call_inner(app, request).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+pub(crate) async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, ApiError> {
+    if app.drain.is_draining() {
+        return Err(ApiError::shutting_down());
+    }
+    let agent = authorize(&app, request.headers())?;
+    // A store that shares the rate over several nodes takes it with the call's slot instead.
+    if !app.store.admit_agent(agent) {
+        return Err(calls::agent_rate_limited(&app));
+    }
+    let idem_key = match request.headers().get(headers::IDEMPOTENCY_KEY) {
+        None => None,
+        Some(v) => match v.to_str() {
+            Ok(s) if idempotency::valid_key(s) => Some(s.to_owned()),
+            _ => {
+                return Err(ApiError::invalid(
+                    "Idempotency-Key must be 1 to 255 visible ASCII characters",
+                ));
+            }
+        },
+    };
+    let running = request.extensions().get::<Arc<calls::Running>>().cloned();
+    let body = read_body(&app, request).await?;
+    let req: ToolCallRequest = parse_object(&body)?;
+    // Read once here: what runs the call holds a key, a tool name and a timeout known to be valid.
+    let api_key = ApiKey::parse(req.api_key).ok_or_else(|| {
+        ApiError::invalid("apiKey must be va_ followed by 64 lowercase hex characters")
+    })?;
+    let tool_name = ToolName::parse(req.tool_name).ok_or_else(|| {
+        ApiError::invalid(
+            "toolName must match ^[A-Za-z][A-Za-z0-9_-]{0,63}$ and not be register, revoked or cancel",
+        )
+    })?;
+    let max = app.config.max_timeout;
+    let timeout = CallTimeout::parse(req.timeout_ms, app.config.default_timeout, max)
+        .ok_or_else(|| {
+            ApiError::invalid(format!(
+                "timeoutMs must be between 1 and {}",
+                max.as_millis()
+            ))
+        })?
+        .get();
+    let call = Call {
+        agent,
+        call_id: calls::new_call_id(),
+        api_key,
+        tool_name,
+        params: req.params,
+        await_result: req.await_result,
+        timeout,
+        cancel: tokio_util::sync::CancellationToken::new(),
+    };
+
+    let cancellable = idem_key.clone();
+    let recorder = match idem_key {
+        None => None,
+        Some(idem) => {
+            let fp = idempotency::request_fingerprint(
+                &call.tool_name,
+                call.params.as_deref().map(|p| p.get()),
+                call.await_result,
+            );
+            match app
+                .store
+                .claim(&call.api_key, &idem, fp, call.timeout)
+                .await?
+            {
+                Claimed::Run(recorder) => Some(recorder),
+                Claimed::Conflict => return Err(idempotency_conflict()),
+                Claimed::Replay(o) => return Ok(json_response(o.status, o.body)),
+            }
+        }
+    };
+
+    // A call with an Idempotency-Key can be cancelled by the agent while it runs.
+    let registered = match (running, cancellable) {
+        (Some(running), Some(idem)) => {
+            Some(running.register(&call.api_key, &idem, call.cancel.clone()))
+        }
+        _ => None,
+    };
+    // The call runs in its own task: it reaches its end (and records its outcome for retries)
+    // even if the agent's connection drops mid-call.
+    let task_app = app.clone();
+    let handle = tokio::spawn(async move {
+        let _inflight = task_app.drain.enter();
+        let _registered = registered;
+        let started = tokio::time::Instant::now();
+        let result = calls::run(&task_app, &call).await;
+        let (outcome, code) = match result {
+            Ok(result) => (
+                Outcome {
+                    status: StatusCode::OK,
+                    body: encode(&ToolCallResponse {
+                        ok: true,
+                        call_id: call.call_id.to_string(),
+                        result,
+                    }),
+                },
+                Ok(()),
+            ),
+            Err(err) => {
+                let err = err.with_call_id(&call.call_id);
+                let outcome = Outcome {
+                    status: err.status(),
+                    body: encode(&err.body()),
+                };
+                (outcome, Err(err.code))
+            }
+        };
+        task_app
+            .metrics
+            .call_finished(code, call.await_result, started.elapsed());
+        tracing::info!(
+            key = %Fp(&call.api_key),
+            call_id = %call.call_id,
+            tool = %call.tool_name,
+            awaited = call.await_result,
+            status = outcome.status.as_u16(),
+            took_us = started.elapsed().as_micros() as u64,
+            "tool call"
+        );
+        if let Some(recorder) = recorder
+            && recorder.record(&outcome).await.is_err()
+        {
+            tracing::warn!(call_id = %call.call_id, "outcome not recorded for retries: Redis unreachable");
+        }
+        outcome
+    });
+    match handle.await {
+        Ok(o) => Ok(json_response(o.status, o.body)),
+        Err(err) => {
+            tracing::error!(cause = %err, "tool call task failed");
+            Err(ApiError::new(ErrorCode::Internal, "internal error"))
+        }
+    }
+}
+
+/// `POST /api/voice-agent/tool-call/cancel` with the call's `Idempotency-Key` and
+/// `{"apiKey"}`: ends that call if it still runs on this node (the tab is told
+/// `voice-agent:cancel`). `{"ok":true,"cancelled":false}` when no such call runs here.
+#[utoipa::path(
+    post,
+    path = "/api/voice-agent/tool-call/cancel",
+    tag = "agent",
+    operation_id = "cancelToolCall",
+    params(
+        ("Idempotency-Key" = String, Header, pattern = "^[\\x21-\\x7E]{1,255}$",
+            description = "The Idempotency-Key the call was sent with"),
+    ),
+    request_body(content = CancelRequest, content_type = "application/json"),
+    security(("agent_secret" = [])),
+    responses(
+        (status = 200, description = "`cancelled`: whether such a call was running on this node and is now ended", body = CancelResponse),
+        (status = 400, description = "`invalid_request`: no valid Idempotency-Key, malformed JSON, a bad `apiKey`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 413, description = "`payload_too_large`: the body is over the limit", body = ErrorBody),
+    )
+)]
+pub(crate) async fn tool_call_cancel(State(app): State<Arc<App>>, request: Request) -> Response {
+    match tool_call_cancel_inner(app, request).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `POST /api/voice-agent/tool-call/cancel` body.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelRequest {
+    /// The key the call was sent to.
+    #[schema(pattern = "^va_[0-9a-f]{64}$")]
+    api_key: String,
+}
+
+/// `POST /api/voice-agent/tool-call/cancel` answer.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct CancelResponse {
+    #[schema(schema_with = relay_wire::openapi::always_true)]
+    ok: bool,
+    /// True when the call was running on this node and is now cancelled.
+    cancelled: bool,
+}
+
+pub(crate) async fn tool_call_cancel_inner(
+    app: Arc<App>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    authorize(&app, request.headers())?;
+    let idem = request
+        .headers()
+        .get(headers::IDEMPOTENCY_KEY)
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| idempotency::valid_key(s))
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            ApiError::invalid("a cancel names its call by the call's Idempotency-Key header")
+        })?;
+    let running = request.extensions().get::<Arc<calls::Running>>().cloned();
+    let body = read_body(&app, request).await?;
+    let req: CancelRequest = parse_object(&body)?;
+    key_param(&req.api_key)?;
+    let cancelled = running.is_some_and(|r| r.cancel(&req.api_key, &idem));
+    tracing::info!(key = %Fp(&req.api_key), cancelled, "tool call cancel");
+    Ok(json_response(
+        StatusCode::OK,
+        encode(&CancelResponse {
+            ok: true,
+            cancelled,
+        }),
+    ))
+}
+
+pub(super) fn idempotency_conflict() -> ApiError {
+    ApiError::invalid("this Idempotency-Key was already used with a different request")
+}

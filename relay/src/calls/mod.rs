@@ -1,0 +1,243 @@
+//! The tool-call path: find the tab bound to a key (waiting for it within the call's timeout),
+//! emit `voice-agent:<toolName>` with `(params, meta)`, and for an awaited call wait for the tab's
+//! acknowledgement. `params` travels as the raw JSON the agent sent.
+//!
+//! One loop ([`run`]) whatever keeps the keys: the store's `Track` says where the tab is, and
+//! one delivery attempt goes to a socket of this node (`local.rs`) or through the adapter to
+//! another node (`remote.rs`).
+
+mod local;
+mod remote;
+mod running;
+
+pub use running::{Running, RunningGuard};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use relay_wire::{CallMeta, ErrorCode, TOOL_EVENT_PREFIX, TabAnswer};
+use serde_json::value::RawValue;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::App;
+use crate::error::{ApiError, truncate};
+use crate::store::KeyStore;
+use crate::store::track::{LocateError, Located, Track, TrackError};
+use relay_wire::{ApiKey, ToolName};
+
+/// A validated tool call.
+pub struct Call {
+    /// Which agent secret authorized it (for the shared call rate with several nodes).
+    pub agent: usize,
+    pub api_key: ApiKey,
+    pub tool_name: ToolName,
+    pub params: Option<Box<RawValue>>,
+    pub await_result: bool,
+    pub timeout: Duration,
+    pub call_id: Arc<str>,
+    /// Cancelled when the agent cancels the call ([`Running`]).
+    pub cancel: CancellationToken,
+}
+
+/// Resolves when a call must end early: the drain was forced, or the agent cancelled it.
+async fn stopped(app: &App, call: &Call) -> ApiError {
+    tokio::select! {
+        biased;
+        _ = app.drain.force.cancelled() => ApiError::shutting_down(),
+        _ = call.cancel.cancelled() => ApiError::new(
+            ErrorCode::Timeout,
+            "the agent cancelled the call before it was done",
+        ),
+    }
+}
+
+/// New call id: `c_` + 24 hex characters.
+pub fn new_call_id() -> Arc<str> {
+    let mut bytes = [0u8; 12];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
+    format!("c_{}", hex::encode(bytes)).into()
+}
+
+const EMPTY_PARAMS: &str = "{}";
+
+/// How one delivery attempt ended.
+enum Step {
+    Done(Result<Option<serde_json::Value>, ApiError>),
+    /// The tab left or moved before the call was done: find it again, within the deadline.
+    Again,
+}
+
+/// Runs one call to its end. `Ok(Some(result))` for an answered awaited call, `Ok(None)` for a
+/// delivered fire-and-forget call.
+///
+/// One path whatever keeps the keys: the store's [`Track`] holds the call's in-flight slot and
+/// says where the key's tab is (waiting within the deadline while none holds it); a tab on this
+/// node is reached directly, one on another node through the adapter.
+pub async fn run(app: &App, call: &Call) -> Result<Option<serde_json::Value>, ApiError> {
+    let deadline = Instant::now() + call.timeout;
+    let mut track = app
+        .store
+        .track(&call.api_key, call.agent)
+        .await
+        .map_err(|e| match e {
+            TrackError::Unknown => ApiError::unknown_key(),
+            TrackError::TooMany => too_many(app),
+            TrackError::RateLimited => agent_rate_limited(app),
+            TrackError::Store(e) => e.into(),
+        })?;
+    loop {
+        let located = tokio::select! {
+            biased;
+            e = stopped(app, call) => return Err(e),
+            located = track.locate(deadline) => match located {
+                Ok(located) => located,
+                Err(LocateError::Unknown) => return Err(ApiError::unknown_key()),
+                Err(LocateError::Offline) => return Err(tab_offline()),
+                Err(LocateError::Store(e)) => return Err(e.into()),
+            },
+        };
+        let step = match located {
+            Located::Here(binding) => {
+                local::deliver(app, call, &binding, track.shared(), deadline).await
+            }
+            Located::Stale(sid) => {
+                // A socket of this node that is gone: correct the store. Otherwise the local
+                // record lags a moment behind a bind in progress.
+                if !socket_alive(app, &sid) {
+                    track.release_stale(&sid).await?;
+                }
+                settle(app, call, &track, deadline).await?
+            }
+            // Boxed: the adapter's emit and acknowledgement state must not grow every
+            // single-node call's future.
+            Located::Elsewhere(target) => {
+                Box::pin(remote::deliver(app, &track, call, &target, deadline)).await?
+            }
+        };
+        match step {
+            Step::Done(outcome) => return outcome,
+            Step::Again if track.ends_at_deadline() && Instant::now() >= deadline => {
+                return Err(if call.await_result {
+                    tab_timeout()
+                } else {
+                    tab_offline()
+                });
+            }
+            Step::Again => continue,
+        }
+    }
+}
+
+fn too_many(app: &App) -> ApiError {
+    ApiError::new(
+        ErrorCode::RateLimited,
+        format!(
+            "this key already has {} tool calls in flight",
+            app.config.max_inflight_per_key
+        ),
+    )
+}
+
+pub fn agent_rate_limited(app: &App) -> ApiError {
+    ApiError::new(
+        ErrorCode::RateLimited,
+        format!(
+            "this agent started more than {} tool calls in a second",
+            app.config.agent_rate_per_sec
+        ),
+    )
+}
+
+fn tab_offline() -> ApiError {
+    ApiError::new(
+        ErrorCode::TabOffline,
+        "no tab is bound to this key and none came back within the call's timeout",
+    )
+}
+
+fn tab_timeout() -> ApiError {
+    ApiError::new(ErrorCode::Timeout, "the tab did not answer in time")
+}
+
+fn deadline_passed() -> ApiError {
+    ApiError::new(ErrorCode::Timeout, "the call's timeout passed")
+}
+
+/// What one delivery attempt sends: `voice-agent:<toolName>` with `(params, meta)`, and how long
+/// the tab has to answer.
+struct Delivery<'a> {
+    event: String,
+    params: &'a RawValue,
+    meta: CallMeta,
+    remaining: Duration,
+}
+
+impl Delivery<'_> {
+    fn args(&self) -> (&RawValue, &CallMeta) {
+        (self.params, &self.meta)
+    }
+}
+
+fn prepare(call: &Call, deadline: Instant) -> Result<Delivery<'_>, ApiError> {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    if remaining.is_zero() {
+        return Err(deadline_passed());
+    }
+    let params: &RawValue = match &call.params {
+        Some(p) => p,
+        None => serde_json::from_str(EMPTY_PARAMS).map_err(|_| ApiError::invalid("params"))?,
+    };
+    Ok(Delivery {
+        event: format!("{TOOL_EVENT_PREFIX}{}", call.tool_name),
+        params,
+        meta: CallMeta {
+            call_id: call.call_id.to_string(),
+            expects_result: call.await_result,
+            deadline_ms: call
+                .await_result
+                .then(|| remaining.as_millis().max(1) as u64),
+        },
+        remaining,
+    })
+}
+
+/// Whether this node has a connected socket with this id.
+fn socket_alive(app: &App, sid: &str) -> bool {
+    app.io.get().is_some_and(|io| io.socket_alive(sid))
+}
+
+/// A short pause before looking again: until the key changes, or a few milliseconds.
+async fn settle(
+    app: &App,
+    call: &Call,
+    track: &Track<'_>,
+    deadline: Instant,
+) -> Result<Step, ApiError> {
+    let wake = deadline.min(Instant::now() + SETTLE);
+    tokio::select! {
+        biased;
+        e = stopped(app, call) => Err(e),
+        _ = tokio::time::timeout_at(wake, track.changed()) => Ok(Step::Again),
+    }
+}
+
+/// Pause when the tab is between places (its room is empty for a moment).
+const SETTLE: Duration = Duration::from_millis(25);
+
+/// Reads the tab's acknowledgement.
+fn interpret(value: serde_json::Value) -> Result<Option<serde_json::Value>, ApiError> {
+    match TabAnswer::from_ack(value) {
+        TabAnswer::Result(result) => Ok(Some(result)),
+        TabAnswer::Error(err) => {
+            let code = if err.code == ErrorCode::NoHandler.as_str() {
+                ErrorCode::NoHandler
+            } else {
+                ErrorCode::ToolFailed
+            };
+            let mut message = err.message;
+            truncate(&mut message, 1000);
+            Err(ApiError::new(code, message))
+        }
+    }
+}

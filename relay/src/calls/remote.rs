@@ -1,0 +1,96 @@
+//! One delivery attempt to a key's tab on another node, through the adapter to the key's room,
+//! watching the key for a move while the answer is awaited.
+
+use tokio::time::Instant;
+
+use super::{Call, SETTLE, Step, interpret, prepare, stopped, tab_timeout};
+use crate::App;
+use crate::error::ApiError;
+use crate::store::track::{RECHECK, Target, Track};
+use relay_wire::Fp;
+use socketioxide::AckError;
+
+/// Delivers through the Redis adapter to the room of a key bound on another node and, for an
+/// awaited call, waits for the answer, watching the key: if it moves (replaced, node lost and
+/// re-bound elsewhere), the call is delivered again.
+pub(super) async fn deliver(
+    app: &App,
+    track: &Track<'_>,
+    call: &Call,
+    target: &Target,
+    deadline: Instant,
+) -> Result<Step, ApiError> {
+    use futures_util::StreamExt;
+    let Some(io) = app.io.get() else {
+        return Err(ApiError::unavailable());
+    };
+    let d = match prepare(call, deadline) {
+        Ok(d) => d,
+        Err(e) => return Ok(Step::Done(Err(e))),
+    };
+    let room = crate::delivery::room(&call.api_key);
+    let key_fp = Fp(&call.api_key);
+
+    if !call.await_result {
+        io.emit_to_room(&room, &d.event, &d.args())
+            .await
+            .map_err(|_| ApiError::unavailable())?;
+        tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, node = %target.node, "delivered through another node");
+        return Ok(Step::Done(Ok(None)));
+    }
+    let acks = io
+        .emit_to_room_with_ack(&room, d.remaining, &d.event, &d.args())
+        .await
+        .map_err(|_| ApiError::unavailable())?;
+    tokio::pin!(acks);
+    tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, node = %target.node, "delivered through another node, awaiting answer");
+    loop {
+        let mark = track.mark();
+        let recheck = Instant::now() + RECHECK;
+        tokio::select! {
+            biased;
+            e = stopped(app, call) => {
+                io.cancel_in_room(&room, &call.call_id);
+                return Ok(Step::Done(Err(e)));
+            }
+            answer = acks.next() => return Ok(match answer {
+                // The room may still hold the key's previous socket, closing on its node while
+                // the tab moves: its failure says nothing of the socket Redis named, which may
+                // have the call already. Only that socket's failure sends the call again.
+                Some((sid, Err(_))) if !is_target(&sid, &target.sid) => {
+                    tracing::debug!(key = %key_fp, call_id = %call.call_id, "a leaving socket of the key failed the call; waiting for the tab's answer");
+                    continue;
+                }
+                Some((_, Ok(value))) => Step::Done(interpret(value)),
+                Some((_, Err(AckError::Timeout))) => {
+                    io.cancel_in_room(&room, &call.call_id);
+                    Step::Done(Err(tab_timeout()))
+                }
+                Some((_, Err(AckError::Decode(_)))) => Step::Done(Ok(Some(serde_json::Value::Null))),
+                // The socket closed, or no node had it in its room (it is moving): find it again.
+                Some((_, Err(AckError::Socket(_)))) | None => {
+                    tokio::time::sleep_until(deadline.min(Instant::now() + SETTLE)).await;
+                    Step::Again
+                }
+            }),
+            _ = tokio::time::sleep_until(deadline) => {
+                io.cancel_in_room(&room, &call.call_id);
+                return Ok(Step::Done(Err(tab_timeout())));
+            }
+            _ = tokio::time::timeout_at(recheck, track.changed_since(mark)) => {
+                // The key changed (or a second passed): still the same socket?
+                if !track.still_at(target).await? {
+                    tracing::debug!(key = %key_fp, call_id = %call.call_id, "tab moved before answering; delivering again");
+                    return Ok(Step::Again);
+                }
+            }
+        }
+    }
+}
+
+/// Whether an acknowledgement came from the socket the call was meant for.
+fn is_target(sid: &socketioxide::socket::Sid, target: &str) -> bool {
+    target
+        .parse::<socketioxide::socket::Sid>()
+        .is_ok_and(|t| t == *sid)
+}

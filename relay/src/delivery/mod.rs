@@ -1,0 +1,131 @@
+//! Delivery: how an emit reaches a tab. A tab on this node is reached through its own socket
+//! (the [`Binding`](crate::store::keys::Binding) the store hands back holds it, see
+//! [`TabSocket`](crate::sockets::TabSocket)); a tab on another node through the Socket.IO Redis
+//! adapter, to the room named after its key ([`Io`]). Nothing else in the relay asks which
+//! adapter runs: a room delivery on one node finds no other node and says so.
+
+use std::time::Duration;
+
+use relay_wire::{CancelEvent, RevokeReason, RevokedEvent, events};
+use serde::Serialize;
+use socketioxide::SocketIo;
+use socketioxide::ack::AckStream;
+use socketioxide::adapter::LocalAdapter;
+
+use crate::sockets::ClusterAdapter;
+use relay_wire::Fp;
+
+/// The room a key's socket joins, named after the key's digest: how another node's emits
+/// reach it through the adapter.
+pub fn room(key: &str) -> String {
+    crate::store::redis::rid(key)
+}
+
+/// The acknowledgements of an emit to a room on another node, one per socket that had it.
+pub type RoomAcks = AckStream<serde_json::Value, ClusterAdapter>;
+
+/// A room on another node could not be reached (no adapter to other nodes, or it failed).
+#[derive(Debug)]
+pub struct Unreachable;
+
+/// The Socket.IO server handle, whichever adapter it runs on.
+#[derive(Clone)]
+pub enum Io {
+    Local(SocketIo<LocalAdapter>),
+    Cluster(SocketIo<ClusterAdapter>),
+}
+
+impl Io {
+    /// Sockets connected to this node.
+    pub fn local_socket_count(&self) -> usize {
+        match self {
+            Io::Local(io) => io.sockets().len(),
+            Io::Cluster(io) => io.local().sockets().len(),
+        }
+    }
+
+    /// Tells every tab on this node that the server is closing.
+    pub async fn close(&self) {
+        match self {
+            Io::Local(io) => io.close().await,
+            Io::Cluster(io) => io.close().await,
+        }
+    }
+
+    /// Whether this node has a connected socket with this id.
+    pub fn socket_alive(&self, sid: &str) -> bool {
+        let Ok(sid) = sid.parse() else {
+            return false;
+        };
+        match self {
+            Io::Local(io) => io.get_socket(sid).is_some_and(|s| s.connected()),
+            Io::Cluster(io) => io.get_socket(sid).is_some_and(|s| s.connected()),
+        }
+    }
+
+    /// Emits to the sockets of `room` on every node, expecting no answer.
+    pub async fn emit_to_room<T: ?Sized + Serialize>(
+        &self,
+        room: &str,
+        event: &str,
+        data: &T,
+    ) -> Result<(), Unreachable> {
+        let Io::Cluster(io) = self else {
+            return Err(Unreachable);
+        };
+        io.to(room.to_owned())
+            .emit(event, data)
+            .await
+            .map_err(|_| Unreachable)
+    }
+
+    /// Emits to the sockets of `room` on every node, each expected to answer within `timeout`.
+    pub async fn emit_to_room_with_ack<T: ?Sized + Serialize>(
+        &self,
+        room: &str,
+        timeout: Duration,
+        event: &str,
+        data: &T,
+    ) -> Result<RoomAcks, Unreachable> {
+        let Io::Cluster(io) = self else {
+            return Err(Unreachable);
+        };
+        io.to(room.to_owned())
+            .timeout(timeout)
+            .emit_with_ack::<_, serde_json::Value>(event, data)
+            .await
+            .map_err(|_| Unreachable)
+    }
+
+    /// Tells the tab of `room` on another node that an awaited call ended without its answer.
+    /// Best effort.
+    pub fn cancel_in_room(&self, room: &str, call_id: &str) {
+        let Io::Cluster(io) = self else {
+            return;
+        };
+        let op = io.to(room.to_owned());
+        let event = CancelEvent {
+            call_id: call_id.to_owned(),
+        };
+        tokio::spawn(async move {
+            let _ = op.emit(events::CANCEL, &event).await;
+        });
+    }
+
+    /// Tells the socket in `room` on another node that it lost its key, then closes it. Both
+    /// go through the adapter on one connection, so the remote node sees them in that order.
+    /// `key` only names the key in the log.
+    pub async fn dismiss_in_room(&self, room: String, key: &str, reason: RevokeReason) {
+        let Io::Cluster(io) = self else {
+            return;
+        };
+        let sent = io
+            .to(room.clone())
+            .emit(events::REVOKED, &RevokedEvent { reason })
+            .await;
+        let closed = io.to(room).disconnect().await;
+        if sent.is_err() || closed.is_err() {
+            tracing::warn!(key = %Fp(key), "could not reach the node holding the old tab");
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! The in-memory store: every key's state in this process ([`Keys`]), the token rate per
+//! client address and each agent's call rate in governor limiters, `Idempotency-Key` outcomes in
+//! a map. Nothing on its path is boxed.
+
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use relay_wire::KeyStatus;
+
+use super::claims::{self, Claimed, ReplayBound};
+use super::keys::{AcquireError, Keys, Proof};
+use super::redis::StoreError;
+use super::track::{MemoryTrack, Track, TrackError};
+use super::{BindOutcome, Bound, KeyStore, Revocation};
+use crate::idempotency::Idempotency;
+use crate::sockets::TabSocket;
+
+/// The agents' call rate: `per_sec` calls a second for each of `count` agents.
+fn agent_limiters(count: usize, per_sec: u32) -> Vec<DefaultDirectRateLimiter> {
+    let per_sec = NonZeroU32::new(per_sec).unwrap_or(NonZeroU32::MIN);
+    (0..count)
+        .map(|_| RateLimiter::direct(Quota::per_second(per_sec)))
+        .collect()
+}
+
+/// One node: every key's state is in this process.
+pub struct MemoryStore {
+    keys: Arc<Keys>,
+    tokens: DefaultKeyedRateLimiter<IpAddr>,
+    /// Each agent's call rate (same order as the agent secrets).
+    agents: Vec<DefaultDirectRateLimiter>,
+    claims: Idempotency,
+    bound: ReplayBound,
+}
+
+impl MemoryStore {
+    /// `tokens_per_min`: tokens one client address may get per minute.
+    pub fn new(keys: Arc<Keys>, tokens_per_min: u32, bound: ReplayBound) -> Self {
+        let per_min = NonZeroU32::new(tokens_per_min).unwrap_or(NonZeroU32::MIN);
+        MemoryStore {
+            keys,
+            tokens: RateLimiter::keyed(Quota::per_minute(per_min)),
+            agents: Vec::new(),
+            claims: Idempotency::default(),
+            bound,
+        }
+    }
+
+    /// `count` agents, each allowed `per_sec` calls a second.
+    pub fn with_agents(mut self, count: usize, per_sec: u32) -> Self {
+        self.agents = agent_limiters(count, per_sec);
+        self
+    }
+}
+
+impl KeyStore for MemoryStore {
+    async fn issue(&self, key: &str, exp_unix: u64) -> Result<(), StoreError> {
+        self.keys.issue(key, exp_unix);
+        Ok(())
+    }
+
+    async fn is_revoked(&self, key: &str) -> Result<bool, StoreError> {
+        Ok(self.keys.is_revoked(key))
+    }
+
+    async fn status(&self, key: &str) -> Result<Option<KeyStatus>, StoreError> {
+        Ok(self.keys.status(key))
+    }
+
+    async fn revoke(&self, key: &str) -> Result<Option<Revocation>, StoreError> {
+        Ok(self.keys.revoke(key).map(|local| Revocation {
+            local,
+            remote: false,
+        }))
+    }
+
+    async fn bind(
+        &self,
+        key: &str,
+        proof: Proof,
+        socket: &TabSocket,
+    ) -> Result<BindOutcome, StoreError> {
+        Ok(BindOutcome {
+            bound: self
+                .keys
+                .bind(key, proof, socket)
+                .map(|displaced| Bound::Bound { displaced }),
+            replaced_elsewhere: false,
+        })
+    }
+
+    async fn release(&self, key: &str, socket: &TabSocket) {
+        self.keys.release(key, socket.id());
+    }
+
+    async fn take_token(&self, ip: IpAddr) -> Result<bool, StoreError> {
+        Ok(self.tokens.check_key(&ip).is_ok())
+    }
+
+    async fn claim(
+        &self,
+        key: &str,
+        idem: &str,
+        fingerprint: u64,
+        _timeout: Duration,
+    ) -> Result<Claimed, StoreError> {
+        Ok(claims::claim_memory(&self.claims, self.bound, key, idem, fingerprint).await)
+    }
+
+    fn admit_agent(&self, agent: usize) -> bool {
+        self.agents
+            .get(agent)
+            .is_some_and(|limiter| limiter.check().is_ok())
+    }
+
+    async fn track<'a>(&'a self, key: &'a str, _agent: usize) -> Result<Track<'a>, TrackError> {
+        let slot = self.keys.acquire(key).map_err(|e| match e {
+            AcquireError::Unknown => TrackError::Unknown,
+            AcquireError::TooMany => TrackError::TooMany,
+        })?;
+        Ok(Track::Memory(MemoryTrack::new(&self.keys, key, slot)))
+    }
+
+    fn is_healthy(&self) -> bool {
+        true
+    }
+
+    fn expire(&self) {
+        self.keys.sweep();
+        self.tokens.retain_recent();
+        self.claims.sweep();
+    }
+}

@@ -1,0 +1,249 @@
+//! A key's state in Redis: issuing, binding, releasing, revoking, reading it, a call's
+//! in-flight slot with the agent's shared rate, and `Idempotency-Key` claims. Each change is
+//! one script (see [`super::scripts`]) that publishes the key on [`EVENTS`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+
+use super::{
+    Acquired, AgentRate, Bound, Cluster, EVENTS, IdemClaim, NODE_KEYS_PREFIX, NODE_SUSPECT, NODES,
+    ONLINE_EXTRA, Place, Revoked, Slot, StoreError, StoredStatus, ms, rate_window,
+};
+use crate::store::lifecycle::BindError;
+use crate::tokens::unix_now_ms;
+
+impl Cluster {
+    pub async fn issue(&self, rid: &str, exp_unix: u64) -> Result<(), StoreError> {
+        let now = unix_now_ms();
+        let exp = exp_unix * 1000;
+        let ttl = exp
+            .saturating_sub(now)
+            .min(ms(self.settings.unbound_ttl))
+            .max(1);
+        let mut inv = self.scripts.issue.key(Self::key_name(rid));
+        inv.arg(now).arg(exp).arg(ttl);
+        self.op(inv.invoke_async::<i64>(&mut self.conn.clone()))
+            .await
+            .map(drop)
+    }
+
+    /// Binds the key to `sid` on this node. `token_exp_unix` is `None` for a bare key.
+    pub async fn bind(
+        &self,
+        rid: &str,
+        sid: &str,
+        token_exp_unix: Option<u64>,
+    ) -> Result<Result<Bound, BindError>, StoreError> {
+        let now = unix_now_ms();
+        let mut inv = self.scripts.bind.key(Self::key_name(rid));
+        inv.key(Self::node_keys(&self.node)).key(EVENTS);
+        inv.arg(now)
+            .arg(&self.node)
+            .arg(sid)
+            .arg(if token_exp_unix.is_some() { "t" } else { "b" })
+            .arg(token_exp_unix.unwrap_or(0) * 1000)
+            .arg(ms(ONLINE_EXTRA))
+            .arg(NODE_KEYS_PREFIX);
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let word = |i: usize| reply.get(i).map(String::as_str);
+        Ok(match (word(0), word(1)) {
+            (Some("same"), _) => Ok(Bound::Same),
+            (Some("bound"), Some(exp)) => Ok(Bound::Bound {
+                exp_unix: exp.parse::<u64>().unwrap_or(0) / 1000,
+                replaced: match (word(2), word(3)) {
+                    (Some(node), Some(sid)) => Some((node.to_owned(), sid.to_owned())),
+                    _ => None,
+                },
+            }),
+            (Some("err"), Some("revoked")) => Err(BindError::Revoked),
+            (Some("err"), Some("token_required")) => Err(BindError::TokenRequired),
+            (Some("err"), Some("expired")) => Err(BindError::Expired),
+            _ => Err(BindError::Unknown),
+        })
+    }
+
+    /// The socket `sid` of this node left: its key goes offline for the grace (if still its).
+    pub async fn release(&self, rid: &str, sid: &str) -> Result<(), StoreError> {
+        let mut inv = self.scripts.release.key(Self::key_name(rid));
+        inv.key(Self::node_keys(&self.node)).key(EVENTS);
+        inv.arg(unix_now_ms())
+            .arg(&self.node)
+            .arg(sid)
+            .arg(ms(self.settings.grace));
+        self.op(inv.invoke_async::<i64>(&mut self.conn.clone()))
+            .await
+            .map(drop)
+    }
+
+    pub async fn revoke(&self, rid: &str) -> Result<Revoked, StoreError> {
+        let mut inv = self.scripts.revoke.key(Self::key_name(rid));
+        inv.key(EVENTS);
+        inv.arg(unix_now_ms()).arg(NODE_KEYS_PREFIX);
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        Ok(match reply.first().map(String::as_str) {
+            Some("revoked") => Revoked::Done {
+                online_on: reply.get(1).cloned(),
+            },
+            _ => Revoked::Unknown,
+        })
+    }
+
+    pub async fn is_revoked(&self, rid: &str) -> Result<bool, StoreError> {
+        let st: Option<String> = self
+            .op(redis::cmd("HGET")
+                .arg(Self::key_name(rid))
+                .arg("st")
+                .query_async(&mut self.conn.clone()))
+            .await?;
+        Ok(st.as_deref() == Some("revoked"))
+    }
+
+    pub async fn status(&self, rid: &str) -> Result<Option<StoredStatus>, StoreError> {
+        let name = Self::key_name(rid);
+        let ((st, since), ttl): ((Option<String>, Option<u64>), i64) = self
+            .op(redis::pipe()
+                .cmd("HMGET")
+                .arg(&name)
+                .arg("st")
+                .arg("since")
+                .cmd("PTTL")
+                .arg(&name)
+                .query_async(&mut self.conn.clone()))
+            .await?;
+        use relay_wire::KeyState;
+        let state = match st.as_deref() {
+            Some("issued") => KeyState::Issued,
+            Some("online") => KeyState::Online,
+            Some("offline") => KeyState::Offline,
+            _ => return Ok(None),
+        };
+        Ok(Some(StoredStatus {
+            state,
+            since_ms: since.unwrap_or(0),
+            ttl_ms: u64::try_from(ttl).ok(),
+        }))
+    }
+
+    pub async fn lookup(&self, rid: &str) -> Result<Place, StoreError> {
+        let mut inv = self.scripts.lookup.key(Self::key_name(rid));
+        inv.key(NODES);
+        inv.arg(ms(NODE_SUSPECT));
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let mut words = reply.into_iter();
+        Ok(
+            match (words.next().as_deref(), words.next(), words.next()) {
+                (Some("online"), Some(node), Some(sid)) => Place::Online { node, sid },
+                (Some("waiting"), _, _) => Place::Waiting,
+                _ => Place::Unknown,
+            },
+        )
+    }
+
+    /// Takes one call from the agent's rate window and one of the key's in-flight slots, both
+    /// counted across nodes, and tells where the key's tab is: one round trip for all three.
+    pub async fn acquire(
+        self: &Arc<Self>,
+        rid: &str,
+        agent: &AgentRate<'_>,
+    ) -> Result<(Acquired, Option<(Slot, Place)>), StoreError> {
+        let counter = format!("va:if:{rid}");
+        let (window_key, window_ms) = rate_window(agent.bucket, agent.window);
+        let mut inv = self.scripts.acquire.key(Self::key_name(rid));
+        inv.key(&counter).key(NODES).key(window_key);
+        inv.arg(self.settings.max_inflight)
+            .arg(ms(self.settings.inflight_ttl))
+            .arg(ms(NODE_SUSPECT))
+            .arg(agent.limit)
+            .arg(window_ms);
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let mut words = reply.into_iter();
+        Ok(match words.next().as_deref() {
+            Some("ok") => {
+                let place = match (words.next(), words.next()) {
+                    (Some(node), Some(sid)) => Place::Online { node, sid },
+                    _ => Place::Waiting,
+                };
+                let slot = Slot {
+                    cluster: self.clone(),
+                    counter,
+                };
+                (Acquired::Ok, Some((slot, place)))
+            }
+            Some("busy") => (Acquired::TooMany, None),
+            Some("rate") => (Acquired::RateLimited, None),
+            _ => (Acquired::Unknown, None),
+        })
+    }
+
+    /// One step of a fixed-window limit shared by every node: false when `limit` is spent.
+    pub async fn rate(
+        &self,
+        bucket: &str,
+        limit: u32,
+        window: Duration,
+    ) -> Result<bool, StoreError> {
+        let (name, window_ms) = rate_window(bucket, window);
+        let mut inv = self.scripts.rate.key(name);
+        inv.arg(limit).arg(window_ms);
+        let ok: i64 = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        Ok(ok == 1)
+    }
+
+    fn idem_name(rid: &str, idem: &str) -> String {
+        format!("va:idem:{rid}:{idem}")
+    }
+
+    pub async fn idem_claim(
+        &self,
+        rid: &str,
+        idem: &str,
+        fingerprint: u64,
+        until_ms: u64,
+        window: Duration,
+    ) -> Result<IdemClaim, StoreError> {
+        let mut inv = self.scripts.idem_claim.key(Self::idem_name(rid, idem));
+        inv.arg(fingerprint.to_string())
+            .arg(until_ms)
+            .arg(ms(window));
+        let reply: Vec<Value> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let text = |i: usize| -> Option<String> {
+            reply
+                .get(i)
+                .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+        };
+        Ok(match text(0).as_deref() {
+            Some("run") => IdemClaim::Run,
+            Some("done") => IdemClaim::Done {
+                status: text(1).and_then(|s| s.parse().ok()).unwrap_or(500),
+                body: reply
+                    .get(2)
+                    .and_then(|v| redis::from_redis_value_ref::<Vec<u8>>(v).ok())
+                    .unwrap_or_default(),
+            },
+            Some("pending") => IdemClaim::Pending {
+                until_ms: text(1).and_then(|s| s.parse().ok()).unwrap_or(0),
+            },
+            _ => IdemClaim::Conflict,
+        })
+    }
+
+    pub async fn idem_record(
+        &self,
+        rid: &str,
+        idem: &str,
+        status: u16,
+        body: &[u8],
+    ) -> Result<(), StoreError> {
+        self.op(redis::cmd("HSET")
+            .arg(Self::idem_name(rid, idem))
+            .arg("status")
+            .arg(status)
+            .arg("body")
+            .arg(body)
+            .query_async::<i64>(&mut self.conn.clone()))
+            .await
+            .map(drop)
+    }
+}

@@ -1,0 +1,66 @@
+//! This node among the others: its heartbeat, reaping lost nodes, writing its live bindings
+//! back, and leaving.
+
+use relay_wire::RevokeReason;
+
+use super::{Cluster, EVENTS, NODE_KEYS_PREFIX, NODE_STALE, NODES, ONLINE_EXTRA, StoreError, ms};
+use crate::tokens::unix_now_ms;
+
+impl Cluster {
+    /// Heartbeats; true when this node's entry was missing before (first beat, Redis lost its
+    /// data, or other nodes took this one for lost).
+    pub async fn heartbeat(&self) -> Result<bool, StoreError> {
+        let mut inv = self.scripts.heartbeat.key(NODES);
+        inv.arg(&self.node);
+        let created: i64 = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        Ok(created == 1)
+    }
+
+    /// Marks the keys of lost nodes offline; returns how many.
+    pub async fn reap(&self) -> Result<u64, StoreError> {
+        let mut inv = self.scripts.reap.key(NODES);
+        inv.key(EVENTS);
+        inv.arg(ms(NODE_STALE))
+            .arg(ms(self.settings.grace))
+            .arg(NODE_KEYS_PREFIX)
+            .arg(unix_now_ms());
+        self.op(inv.invoke_async(&mut self.conn.clone())).await
+    }
+
+    /// Writes a live local binding back into Redis. Returns why the binding cannot stand, if
+    /// Redis had the key revoked or bound to another socket meanwhile.
+    pub async fn reassert(
+        &self,
+        rid: &str,
+        sid: &str,
+        token_exp_unix: u64,
+    ) -> Result<Option<RevokeReason>, StoreError> {
+        let now = unix_now_ms();
+        let exp = token_exp_unix * 1000;
+        let ttl = exp.saturating_sub(now) + ms(ONLINE_EXTRA);
+        let mut inv = self.scripts.reassert.key(Self::key_name(rid));
+        inv.key(Self::node_keys(&self.node)).key(EVENTS);
+        inv.arg(now).arg(&self.node).arg(sid).arg(exp).arg(ttl);
+        let reply: String = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        Ok(match reply.as_str() {
+            "revoked" => Some(RevokeReason::Revoked),
+            "elsewhere" => Some(RevokeReason::Replaced),
+            _ => None,
+        })
+    }
+
+    /// Leaves the cluster: this node's entry is marked stale and reaped at once, so keys whose
+    /// release did not reach Redis go offline now rather than when their TTL ends.
+    pub async fn leave(&self) {
+        let marked = self
+            .op(redis::cmd("HSET")
+                .arg(NODES)
+                .arg(&self.node)
+                .arg(0)
+                .query_async::<i64>(&mut self.conn.clone()))
+            .await;
+        if marked.is_ok() {
+            let _ = self.reap().await;
+        }
+    }
+}

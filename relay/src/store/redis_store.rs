@@ -1,0 +1,224 @@
+//! The Redis store: Redis holds every key's state for all nodes ([`Cluster`]); this node's
+//! [`Keys`] follows what Redis accepted with the bindings of its own sockets.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use relay_wire::{KeyState, KeyStatus};
+
+use super::claims::{self, Claimed, ReplayBound};
+use super::keys::{Keys, Proof};
+use super::redis::{self as cluster, Acquired, AgentRate, Cluster, StoreError};
+use super::track::{RedisTrack, Track, TrackError};
+use super::{BindOutcome, Bound, KeyStore, Revocation};
+use crate::sockets::TabSocket;
+
+/// Several nodes: Redis holds every key's state; `local` keeps this node's live bindings and
+/// follows what Redis accepted.
+pub struct RedisStore {
+    cluster: Arc<Cluster>,
+    local: Arc<Keys>,
+    tokens_per_min: u32,
+    /// Each agent's shared call-rate window (a digest prefix of its secret, never the secret).
+    agent_buckets: Vec<String>,
+    agent_rate: u32,
+    bound: ReplayBound,
+}
+
+impl RedisStore {
+    /// `tokens_per_min`: tokens one client address may get per minute, over all nodes.
+    pub fn new(
+        cluster: Arc<Cluster>,
+        local: Arc<Keys>,
+        tokens_per_min: u32,
+        bound: ReplayBound,
+    ) -> Self {
+        RedisStore {
+            cluster,
+            local,
+            tokens_per_min,
+            agent_buckets: Vec::new(),
+            agent_rate: 0,
+            bound,
+        }
+    }
+
+    /// The agents, by the SHA-256 of their secrets, each allowed `per_sec` calls a second over
+    /// every node.
+    pub fn with_agents(mut self, digests: &[[u8; 32]], per_sec: u32) -> Self {
+        self.agent_buckets = digests.iter().map(agent_bucket).collect();
+        self.agent_rate = per_sec;
+        self
+    }
+
+    /// The cluster client this store runs on.
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+}
+
+/// The name of an agent's shared rate window: a digest prefix, never the secret.
+fn agent_bucket(digest: &[u8; 32]) -> String {
+    format!("a:{}", hex::encode(&digest[..8]))
+}
+
+impl KeyStore for RedisStore {
+    async fn issue(&self, key: &str, exp_unix: u64) -> Result<(), StoreError> {
+        self.cluster.issue(&cluster::rid(key), exp_unix).await?;
+        self.local.issue(key, exp_unix);
+        Ok(())
+    }
+
+    async fn is_revoked(&self, key: &str) -> Result<bool, StoreError> {
+        self.cluster.is_revoked(&cluster::rid(key)).await
+    }
+
+    async fn status(&self, key: &str) -> Result<Option<KeyStatus>, StoreError> {
+        let stored = self.cluster.status(&cluster::rid(key)).await?;
+        Ok(stored.map(|s| {
+            let now_ms = crate::tokens::unix_now_ms();
+            KeyStatus {
+                ok: true,
+                state: s.state,
+                fingerprint: crate::config::fingerprint(key),
+                since_ms: s.since_ms,
+                grace_ends_ms: (s.state == KeyState::Offline)
+                    .then(|| now_ms + s.ttl_ms.unwrap_or(0)),
+            }
+        }))
+    }
+
+    async fn revoke(&self, key: &str) -> Result<Option<Revocation>, StoreError> {
+        match self.cluster.revoke(&cluster::rid(key)).await? {
+            cluster::Revoked::Unknown => Ok(None),
+            cluster::Revoked::Done { online_on } => {
+                // The local record follows Redis (a tombstone here too).
+                let local = self.local.revoke(key).flatten();
+                let remote = online_on
+                    .as_deref()
+                    .is_some_and(|n| n != self.cluster.node());
+                Ok(Some(Revocation { local, remote }))
+            }
+        }
+    }
+
+    async fn bind(
+        &self,
+        key: &str,
+        proof: Proof,
+        socket: &TabSocket,
+    ) -> Result<BindOutcome, StoreError> {
+        let token_exp = match proof {
+            Proof::Token { exp } => Some(exp),
+            Proof::BareKey => None,
+        };
+        let sid = socket.id().to_string();
+        let (exp_unix, replaced) = match self
+            .cluster
+            .bind(&cluster::rid(key), &sid, token_exp)
+            .await?
+        {
+            Err(refused) => {
+                return Ok(BindOutcome {
+                    bound: Err(refused),
+                    replaced_elsewhere: false,
+                });
+            }
+            Ok(cluster::Bound::Same) => {
+                return Ok(BindOutcome {
+                    bound: Ok(Bound::Same),
+                    replaced_elsewhere: false,
+                });
+            }
+            Ok(cluster::Bound::Bound { exp_unix, replaced }) => (exp_unix, replaced),
+        };
+        let replaced_elsewhere = replaced.is_some_and(|(node, _)| node != self.cluster.node());
+        // Redis accepted the bind: the local record follows it.
+        let bound = match self.local.bind(key, Proof::Token { exp: exp_unix }, socket) {
+            Ok(displaced) => Ok(Bound::Bound { displaced }),
+            Err(err) => {
+                // Only when this node's own record disagrees with Redis (a tombstone from
+                // before Redis lost its data): undo the shared half.
+                self.release(key, socket).await;
+                Err(err)
+            }
+        };
+        Ok(BindOutcome {
+            bound,
+            replaced_elsewhere,
+        })
+    }
+
+    async fn release(&self, key: &str, socket: &TabSocket) {
+        self.local.release(key, socket.id());
+        let released = self
+            .cluster
+            .release(&cluster::rid(key), &socket.id().to_string())
+            .await;
+        if released.is_err() {
+            tracing::debug!(key = %relay_wire::Fp(key), "release not recorded in Redis");
+        }
+    }
+
+    async fn take_token(&self, ip: IpAddr) -> Result<bool, StoreError> {
+        let bucket = format!("t:{ip}");
+        let window = Duration::from_secs(60);
+        self.cluster
+            .rate(&bucket, self.tokens_per_min, window)
+            .await
+    }
+
+    async fn claim(
+        &self,
+        key: &str,
+        idem: &str,
+        fingerprint: u64,
+        timeout: Duration,
+    ) -> Result<Claimed, StoreError> {
+        // Boxed: the polling loop's state must not grow every single-node call's future.
+        let claimed =
+            claims::claim_redis(&self.cluster, self.bound, key, idem, fingerprint, timeout);
+        Box::pin(claimed).await
+    }
+
+    fn admit_agent(&self, _agent: usize) -> bool {
+        true
+    }
+
+    async fn track<'a>(&'a self, key: &'a str, agent: usize) -> Result<Track<'a>, TrackError> {
+        let rid = cluster::rid(key);
+        // Watching before the first read, so no change between the read and the wait is missed.
+        let watch = self.cluster.watch(&rid);
+        let mark = watch.mark();
+        let fallback;
+        let bucket = match self.agent_buckets.get(agent) {
+            Some(b) => b.as_str(),
+            None => {
+                fallback = agent_bucket(&[0; 32]);
+                fallback.as_str()
+            }
+        };
+        let rate = AgentRate {
+            bucket,
+            limit: self.agent_rate,
+            window: Duration::from_secs(1),
+        };
+        let held = match self.cluster.acquire(&rid, &rate).await? {
+            (Acquired::Ok, Some(held)) => held,
+            (Acquired::TooMany, _) => return Err(TrackError::TooMany),
+            (Acquired::RateLimited, _) => return Err(TrackError::RateLimited),
+            (Acquired::Ok | Acquired::Unknown, _) => return Err(TrackError::Unknown),
+        };
+        let track = RedisTrack::new(&self.cluster, &self.local, key, rid, watch, mark, held);
+        Ok(Track::Redis(Box::new(track)))
+    }
+
+    fn is_healthy(&self) -> bool {
+        self.cluster.is_healthy()
+    }
+
+    fn expire(&self) {
+        self.local.sweep();
+    }
+}

@@ -1,0 +1,241 @@
+//! A running call's hold on its key: the in-flight slot it took, where the key's tab is, and
+//! waiting for the key to change. [`KeyStore::track`](super::KeyStore::track) opens one; the call
+//! path (`calls.rs`) asks it, never which store made it.
+//!
+//! In memory the tab's binding is read directly and a wait parks on the key's own wake-up. On
+//! Redis a round trip tells where the tab is (this node, another node, or none yet), and a wait
+//! ends on the key's published change or after [`RECHECK`].
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::keys::{Binding, InflightGuard, KeyShared, Keys, WaitError};
+use super::redis::{Cluster, Place, Slot, StoreError, Watch};
+
+/// Waiting calls re-read their key at least this often on Redis, whatever the events say.
+pub use super::redis::RECHECK;
+
+/// Why a call could not take a slot of its key.
+#[derive(Debug)]
+pub enum TrackError {
+    /// Never issued, removed or revoked.
+    Unknown,
+    /// The key's in-flight calls are at the limit.
+    TooMany,
+    /// The agent's call rate is spent (counted with the slot on Redis).
+    RateLimited,
+    Store(StoreError),
+}
+
+impl From<StoreError> for TrackError {
+    fn from(e: StoreError) -> Self {
+        TrackError::Store(e)
+    }
+}
+
+/// Why no tab was found for the key.
+#[derive(Debug)]
+pub enum LocateError {
+    /// The key is unknown, or was revoked or removed while waiting.
+    Unknown,
+    /// No tab came back before the deadline.
+    Offline,
+    Store(StoreError),
+}
+
+impl From<StoreError> for LocateError {
+    fn from(e: StoreError) -> Self {
+        LocateError::Store(e)
+    }
+}
+
+/// The socket on another node that holds the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub node: String,
+    pub sid: String,
+}
+
+/// Where the key's tab is now.
+pub enum Located {
+    /// A socket of this node.
+    Here(Binding),
+    /// A socket of another node, reached through the adapter.
+    Elsewhere(Target),
+    /// The store names a socket of this node that this node does not hold (its release was
+    /// lost, or the local record lags a moment behind a bind in progress).
+    Stale(String),
+}
+
+/// A call's hold on its key, released (slot given back, watch dropped) on drop.
+pub enum Track<'a> {
+    Memory(MemoryTrack<'a>),
+    Redis(Box<RedisTrack<'a>>),
+}
+
+pub struct MemoryTrack<'a> {
+    keys: &'a Keys,
+    key: &'a str,
+    slot: InflightGuard,
+}
+
+impl<'a> MemoryTrack<'a> {
+    pub(super) fn new(keys: &'a Keys, key: &'a str, slot: InflightGuard) -> Self {
+        MemoryTrack { keys, key, slot }
+    }
+}
+
+pub struct RedisTrack<'a> {
+    cluster: &'a Cluster,
+    local: &'a Keys,
+    key: &'a str,
+    rid: String,
+    watch: Watch<'a>,
+    /// The changes seen when this round of looking began.
+    mark: u64,
+    /// The first round uses what the slot's script read, and the mark taken before it.
+    first: bool,
+    known: Option<Place>,
+    shared: Arc<KeyShared>,
+    _slot: Slot,
+}
+
+impl<'a> RedisTrack<'a> {
+    pub(super) fn new(
+        cluster: &'a Cluster,
+        local: &'a Keys,
+        key: &'a str,
+        rid: String,
+        watch: Watch<'a>,
+        mark: u64,
+        (slot, place): (Slot, Place),
+    ) -> Self {
+        RedisTrack {
+            cluster,
+            local,
+            key,
+            rid,
+            watch,
+            mark,
+            first: true,
+            known: Some(place),
+            shared: Arc::default(),
+            _slot: slot,
+        }
+    }
+
+    async fn locate(&mut self, deadline: Instant) -> Result<Located, LocateError> {
+        loop {
+            if !std::mem::take(&mut self.first) {
+                // Marked before the read, so no change between the read and a wait is missed.
+                self.mark = self.watch.mark();
+            }
+            let place = match self.known.take() {
+                Some(place) => place,
+                None => self.cluster.lookup(&self.rid).await?,
+            };
+            match place {
+                Place::Unknown => return Err(LocateError::Unknown),
+                Place::Waiting => {
+                    if Instant::now() >= deadline {
+                        return Err(LocateError::Offline);
+                    }
+                    let wake = deadline.min(Instant::now() + RECHECK);
+                    let changed = self.watch.changed_since(self.mark);
+                    let _ = tokio::time::timeout_at(wake, changed).await;
+                }
+                Place::Online { node, sid } if node == self.cluster.node() => {
+                    return Ok(match self.local.local_binding(self.key) {
+                        Some((binding, shared)) if binding.sid().to_string() == sid => {
+                            self.shared = shared;
+                            Located::Here(binding)
+                        }
+                        _ => Located::Stale(sid),
+                    });
+                }
+                Place::Online { node, sid } => {
+                    return Ok(Located::Elsewhere(Target { node, sid }));
+                }
+            }
+        }
+    }
+}
+
+impl Track<'_> {
+    /// Where the key's tab is, waiting within the deadline while none holds it.
+    pub async fn locate(&mut self, deadline: Instant) -> Result<Located, LocateError> {
+        match self {
+            Track::Memory(t) => match t.keys.wait_online(t.key, deadline).await {
+                Ok(binding) => Ok(Located::Here(binding)),
+                Err(WaitError::Unknown) => Err(LocateError::Unknown),
+                Err(WaitError::Offline) => Err(LocateError::Offline),
+            },
+            // Boxed: the Redis round's state must not grow every single-node call's future.
+            Track::Redis(t) => Box::pin(t.locate(deadline)).await,
+        }
+    }
+
+    /// The per-key record of this node that the tab [`Located::Here`] belongs to (its awaited
+    /// calls are listed there, to be told `cancel` when the tab is replaced or revoked).
+    pub fn shared(&self) -> &KeyShared {
+        match self {
+            Track::Memory(t) => t.slot.shared(),
+            Track::Redis(t) => &t.shared,
+        }
+    }
+
+    /// A mark of the key's changes so far (see [`Track::changed_since`]).
+    pub fn mark(&self) -> u64 {
+        match self {
+            Track::Memory(_) => 0,
+            Track::Redis(t) => t.watch.mark(),
+        }
+    }
+
+    /// Resolves once the key changed after `mark`. In memory a call never waits this way (it
+    /// waits on its binding), so this never resolves there.
+    pub async fn changed_since(&self, mark: u64) {
+        match self {
+            Track::Memory(_) => std::future::pending().await,
+            Track::Redis(t) => t.watch.changed_since(mark).await,
+        }
+    }
+
+    /// Resolves once the key changed since this round of [`Track::locate`] began.
+    pub async fn changed(&self) {
+        match self {
+            Track::Memory(_) => std::future::pending().await,
+            Track::Redis(t) => t.watch.changed_since(t.mark).await,
+        }
+    }
+
+    /// Whether the key's tab is still `target`.
+    pub async fn still_at(&self, target: &Target) -> Result<bool, StoreError> {
+        match self {
+            Track::Memory(_) => Ok(false),
+            Track::Redis(t) => {
+                let now = t.cluster.lookup(&t.rid).await?;
+                Ok(
+                    matches!(&now, Place::Online { node, sid } if *node == target.node && *sid == target.sid),
+                )
+            }
+        }
+    }
+
+    /// The store named socket `sid` of this node and this node has no such socket: the key
+    /// goes offline for the grace (see [`Located::Stale`]).
+    pub async fn release_stale(&self, sid: &str) -> Result<(), StoreError> {
+        match self {
+            Track::Memory(_) => Ok(()),
+            // Boxed, like every Redis round trip on the call path.
+            Track::Redis(t) => Box::pin(t.cluster.release(&t.rid, sid)).await,
+        }
+    }
+
+    /// Whether a call whose tab left once its deadline passed ends at once. In memory the next
+    /// [`Track::locate`] answers at once past the deadline; on Redis a round trip is spared.
+    pub fn ends_at_deadline(&self) -> bool {
+        matches!(self, Track::Redis(_))
+    }
+}
