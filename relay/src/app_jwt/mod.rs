@@ -15,7 +15,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
 
-use crate::config::fingerprint;
+use relay_wire::fingerprint;
 
 /// Shortest HMAC secret accepted: HS256 wants at least its hash's 256 bits (RFC 7518 §3.2).
 pub const MIN_HMAC_SECRET_LEN: usize = 32;

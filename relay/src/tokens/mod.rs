@@ -9,8 +9,8 @@ use rand::RngCore;
 use relay_wire::{API_KEY_PREFIX, ParticipantMetadata, TokenRequest, TokenResponse, is_api_key};
 
 use crate::app_jwt::AppClaims;
-use crate::config::Secret;
 use crate::error::ApiError;
+use relay_wire::Secret;
 
 /// Longest accepted participant or room name, in characters.
 pub const MAX_NAME_CHARS: usize = 64;
