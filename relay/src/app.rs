@@ -70,6 +70,7 @@ impl App {
         let bound = store::claims::ReplayBound {
             max_timeout: config.max_timeout,
             drain: config.drain,
+            window: config.idempotency_window,
         };
         let agents: Vec<[u8; 32]> = config
             .agent_secrets

@@ -12,7 +12,7 @@ use dashmap::mapref::entry::Entry;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-/// How long an outcome is kept for retries.
+/// How long an outcome is kept for retries by default (`RELAY_IDEMPOTENCY_WINDOW_SECS`).
 pub const WINDOW: Duration = Duration::from_secs(5 * 60);
 /// Longest accepted `Idempotency-Key` header value.
 pub const MAX_KEY_LEN: usize = 255;
@@ -40,9 +40,15 @@ pub enum Claim {
     Conflict,
 }
 
-#[derive(Default)]
 pub struct Idempotency {
     slots: DashMap<(Arc<str>, Box<str>), Slot>,
+    window: Duration,
+}
+
+impl Default for Idempotency {
+    fn default() -> Self {
+        Idempotency::new(WINDOW)
+    }
 }
 
 /// Identifies a request's content, so a reused Idempotency-Key with other content is caught.
@@ -58,12 +64,20 @@ pub fn valid_key(value: &str) -> bool {
 }
 
 impl Idempotency {
+    /// Outcomes kept for `window`.
+    pub fn new(window: Duration) -> Self {
+        Idempotency {
+            slots: DashMap::new(),
+            window,
+        }
+    }
+
     pub fn claim(&self, api_key: &str, idem_key: &str, request: u64) -> Claim {
         let now = Instant::now();
         match self.slots.entry((api_key.into(), idem_key.into())) {
             Entry::Occupied(mut occupied) => {
                 let slot = occupied.get();
-                if now.duration_since(slot.created) >= WINDOW {
+                if now.duration_since(slot.created) >= self.window {
                     let (tx, rx) = watch::channel(None);
                     occupied.insert(Slot {
                         request,
@@ -93,7 +107,7 @@ impl Idempotency {
     pub fn sweep(&self) {
         let now = Instant::now();
         self.slots
-            .retain(|_, slot| now.duration_since(slot.created) < WINDOW);
+            .retain(|_, slot| now.duration_since(slot.created) < self.window);
     }
 
     pub fn len(&self) -> usize {

@@ -64,6 +64,7 @@ async fn suite(store: &impl KeyStore) {
     token_rate_per_address(store).await;
     idempotency_run_replay_conflict(store).await;
     a_retry_waits_for_the_first_outcome(store).await;
+    an_outcome_is_kept_for_the_window(store).await;
 }
 
 async fn unknown_key(store: &impl KeyStore) {
@@ -153,6 +154,7 @@ async fn token_rate_per_address(store: &impl KeyStore) {
 const BOUND: ReplayBound = ReplayBound {
     max_timeout: Duration::from_secs(2),
     drain: Duration::from_millis(100),
+    window: Duration::from_secs(2),
 };
 
 fn outcome(status: u16, body: &'static [u8]) -> Outcome {
@@ -214,6 +216,33 @@ async fn a_retry_waits_for_the_first_outcome(store: &impl KeyStore) {
     };
     assert_eq!(replayed.status.as_u16(), 200);
     assert_eq!(&replayed.body[..], b"{\"ok\":true}");
+}
+
+async fn an_outcome_is_kept_for_the_window(store: &impl KeyStore) {
+    let key = fresh_key();
+    let timeout = Duration::from_secs(1);
+    let Claimed::Run(recorder) = store.claim(&key, "i-3", 5, timeout).await.unwrap() else {
+        panic!("the first claim runs")
+    };
+    recorder.record(&outcome(200, b"{}")).await.unwrap();
+    tokio::time::sleep(BOUND.window - Duration::from_millis(500)).await;
+    store.expire();
+    assert!(
+        matches!(
+            store.claim(&key, "i-3", 5, timeout).await.unwrap(),
+            Claimed::Replay(_)
+        ),
+        "within the window a retry replays"
+    );
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    store.expire();
+    assert!(
+        matches!(
+            store.claim(&key, "i-3", 6, timeout).await.unwrap(),
+            Claimed::Run(_)
+        ),
+        "past the window the Idempotency-Key is free again, whatever the content"
+    );
 }
 
 /// The in-memory store on tokio's paused clock: its waits (expiry, a retry waiting for the first

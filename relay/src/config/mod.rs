@@ -26,6 +26,8 @@ pub struct ConfigError(pub String);
 pub const MIN_AGENT_SECRET_LEN: usize = 16;
 /// Shortest token-issuer secret accepted: it stands for the app's authenticated users.
 pub const MIN_ISSUER_SECRET_LEN: usize = 16;
+/// Longest `Idempotency-Key` window: outcomes are held in memory (or Redis) for that long.
+pub const MAX_IDEMPOTENCY_WINDOW_SECS: u64 = 86_400;
 /// Largest clock skew allowed on the app's JWTs: more would keep expired sessions alive.
 pub const MAX_APP_JWT_LEEWAY_SECS: u64 = 300;
 
@@ -149,6 +151,8 @@ pub struct Config {
     pub unbound_socket: Duration,
     pub default_timeout: Duration,
     pub max_timeout: Duration,
+    /// How long an `Idempotency-Key` outcome is kept for retries.
+    pub idempotency_window: Duration,
     pub max_body_bytes: usize,
     pub max_inflight_per_key: usize,
     pub token_rate_per_min: u32,
@@ -322,6 +326,16 @@ impl Config {
         if o.default_timeout_ms > o.max_timeout_ms {
             problems.push("RELAY_DEFAULT_TIMEOUT_MS exceeds RELAY_MAX_TIMEOUT_MS".into());
         }
+        // A retry must find the first call's outcome for as long as that call may run.
+        if o.idempotency_window_secs.saturating_mul(1000) < o.max_timeout_ms
+            || o.idempotency_window_secs > MAX_IDEMPOTENCY_WINDOW_SECS
+        {
+            problems.push(format!(
+                "RELAY_IDEMPOTENCY_WINDOW_SECS must be between RELAY_MAX_TIMEOUT_MS ({} ms) and \
+                 {MAX_IDEMPOTENCY_WINDOW_SECS} seconds",
+                o.max_timeout_ms
+            ));
+        }
 
         if !problems.is_empty() {
             return Err(ConfigError(problems.join("; ")));
@@ -347,6 +361,7 @@ impl Config {
             unbound_socket: Duration::from_secs(o.unbound_socket_secs),
             default_timeout: Duration::from_millis(o.default_timeout_ms),
             max_timeout: Duration::from_millis(o.max_timeout_ms),
+            idempotency_window: Duration::from_secs(o.idempotency_window_secs),
             max_body_bytes: o.max_body_bytes,
             max_inflight_per_key: o.max_inflight_per_key,
             token_rate_per_min: o.token_rate_per_min,

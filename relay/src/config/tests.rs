@@ -234,3 +234,31 @@ fn secrets_debug_as_fingerprints() {
     );
     assert_eq!(fingerprint("x").len(), 8);
 }
+
+#[test]
+fn the_idempotency_window_covers_the_longest_call() {
+    let c = parse(GOOD).unwrap();
+    assert_eq!(
+        c.idempotency_window,
+        Duration::from_secs(300),
+        "the SPEC's 5 minutes"
+    );
+    let mut args = GOOD.to_vec();
+    args.extend_from_slice(&[
+        "--idempotency-window-secs",
+        "30",
+        "--max-timeout-ms",
+        "20000",
+    ]);
+    assert_eq!(
+        parse(&args).unwrap().idempotency_window,
+        Duration::from_secs(30)
+    );
+    let mut args = GOOD.to_vec();
+    args.extend_from_slice(&["--idempotency-window-secs", "60"]);
+    let err = parse(&args).unwrap_err().to_string();
+    assert!(
+        err.contains("RELAY_IDEMPOTENCY_WINDOW_SECS must be between"),
+        "{err}"
+    );
+}

@@ -12,13 +12,15 @@ use tokio::sync::watch;
 
 use super::redis::{self as cluster, Cluster, StoreError};
 use crate::error::{ApiError, encode};
-use crate::idempotency::{self, Claim, Idempotency, Outcome};
+use crate::idempotency::{Claim, Idempotency, Outcome};
 
 /// How long a retry may wait for the first call: its longest timeout plus a forced drain.
 #[derive(Debug, Clone, Copy)]
 pub struct ReplayBound {
     pub max_timeout: Duration,
     pub drain: Duration,
+    /// How long an outcome is kept for retries.
+    pub window: Duration,
 }
 
 /// What a call holding an `Idempotency-Key` does.
@@ -117,7 +119,7 @@ pub async fn claim_redis(
     let mut first = true;
     loop {
         let claim = cluster
-            .idem_claim(&rid, idem, fingerprint, until_ms, idempotency::WINDOW)
+            .idem_claim(&rid, idem, fingerprint, until_ms, bound.window)
             .await?;
         match claim {
             cluster::IdemClaim::Run if first => {

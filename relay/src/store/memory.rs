@@ -44,7 +44,7 @@ impl MemoryStore {
             keys,
             tokens: RateLimiter::keyed(Quota::per_minute(per_min)),
             agents: Vec::new(),
-            claims: Idempotency::default(),
+            claims: Idempotency::new(bound.window),
             bound,
         }
     }
