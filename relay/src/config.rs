@@ -148,6 +148,36 @@ pub struct Options {
     /// Log format: `text` or `json`.
     #[arg(long, env = "RELAY_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,
+    /// Runtime: `auto` (one thread when the process may use one CPU, else a worker per CPU),
+    /// `current-thread` or `multi-thread`.
+    #[arg(long, env = "RELAY_RUNTIME", default_value = "auto")]
+    pub runtime: RuntimeKind,
+}
+
+/// Which tokio runtime the relay runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuntimeKind {
+    /// `current-thread` when the process may use one CPU only (`taskset`, a cgroup quota of one
+    /// CPU or less), `multi-thread` otherwise.
+    Auto,
+    /// Everything on one thread: no hand-off between the accepting thread and a worker, no
+    /// work-stealing queues. All the relay can use of one CPU.
+    CurrentThread,
+    /// A worker per CPU, work-stealing.
+    MultiThread,
+}
+
+impl RuntimeKind {
+    /// `Auto` resolved against the CPUs this process may use.
+    pub fn resolve(self) -> RuntimeKind {
+        match self {
+            RuntimeKind::Auto => match std::thread::available_parallelism() {
+                Ok(n) if n.get() == 1 => RuntimeKind::CurrentThread,
+                _ => RuntimeKind::MultiThread,
+            },
+            kind => kind,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -294,6 +324,7 @@ pub struct Config {
     pub agent_rate_per_sec: u32,
     pub drain: Duration,
     pub log_format: LogFormat,
+    pub runtime: RuntimeKind,
 }
 
 impl Config {
@@ -492,6 +523,7 @@ impl Config {
             agent_rate_per_sec: o.agent_rate_per_sec,
             drain: Duration::from_millis(o.drain_ms),
             log_format: o.log_format,
+            runtime: o.runtime,
         })
     }
 }
