@@ -93,3 +93,10 @@ fn init_tracing(format: LogFormat) {
         LogFormat::Text => builder.init(),
     }
 }
+
+/// With `--features mimalloc`: about 8% less CPU per call (glibc's malloc consolidates its fast
+/// bins on the larger allocations of every call) and 13% less memory per idle tab, for 6 MB more
+/// at start and more held after bursts (see the README, "Allocator").
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
