@@ -148,9 +148,9 @@ pub struct Options {
     /// Log format: `text` or `json`.
     #[arg(long, env = "RELAY_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,
-    /// Runtime: `auto` (one thread when the process may use one CPU, else a worker per CPU),
-    /// `current-thread` or `multi-thread`.
-    #[arg(long, env = "RELAY_RUNTIME", default_value = "auto")]
+    /// Runtime: `multi-thread` (a worker per CPU), `current-thread` (one thread), or `auto`
+    /// (one thread when the process may use one CPU only, else a worker per CPU).
+    #[arg(long, env = "RELAY_RUNTIME", default_value = "multi-thread")]
     pub runtime: RuntimeKind,
 }
 
