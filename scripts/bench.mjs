@@ -12,7 +12,8 @@
 // Figures: resident memory per idle tab (tabs send a browser's request headers) and after one
 // 32 KiB emit to every tab; server CPU per awaited call (utime+stime over the run / calls) at
 // 500, 2,000 and 10,000 offered calls/s and in a closed loop; round trips per server-core second;
-// latency at 2,000/s. Memory figures hold on a busy machine; CPU figures do not: the generator
+// latency at 2,000/s; the server's context switches per call (how often it went to sleep: at low
+// load each sleep and wake-up costs more CPU than the call's own work). Memory figures hold on a busy machine; CPU figures do not: the generator
 // records the CPU that other processes used during each measured run (other_cpu_pct), and the
 // table marks CPU figures taken while that was over a tenth of a core. --wait-quiet SECS waits (up
 // to SECS) before each CPU run for two seconds in which the whole machine is under that.
@@ -222,6 +223,7 @@ const row = (label, id, f, unit = '', cpu = false) => {
 row('awaited round trips/s (closed loop)', 'awaited_max', (x) => x.throughput_per_s);
 row('  round trips per server-core second', 'awaited_max', (x) => x.calls_per_server_core_s, '', true);
 row('  server CPU per call', 'awaited_max', (x) => x.server_cpu_us_per_call, 'µs', true);
+row('  server context switches per call', 'awaited_max', (x) => x.server_ctx_switches_per_call);
 row('  p50 latency', 'awaited_max', (x) => x.latency_us.p50, 'µs');
 row('  p99 latency', 'awaited_max', (x) => x.latency_us.p99, 'µs');
 row('  generator CPU', 'awaited_max', (x) => x.loadgen_cpu_pct, '%');
@@ -231,6 +233,7 @@ for (const rate of [500, 2000, 10000]) {
   const id = `awaited_${rate}`;
   row(`awaited at ${rate.toLocaleString('en-US')}/s: achieved calls/s`, id, (x) => x.throughput_per_s);
   row('  server CPU per call', id, (x) => x.server_cpu_us_per_call, 'µs', true);
+  row('  server context switches per call', id, (x) => x.server_ctx_switches_per_call);
   row('  ÷ CPU per call at saturation', id, (x) => x.server_cpu_us_per_call, '', true);
   const last = rows.at(-1);
   last.noRatio = true;

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use relay::config::{Cli, Command, Config, LogFormat};
+use relay::config::{Cli, Command, Config, LogFormat, RuntimeKind};
 use tracing_subscriber::EnvFilter;
 
 /// Exit status for a configuration error (EX_USAGE).
@@ -38,7 +38,11 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     init_tracing(config.log_format);
-    let runtime = match tokio::runtime::Runtime::new() {
+    let mut builder = match config.runtime.resolve() {
+        RuntimeKind::CurrentThread => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("relay: cannot start the runtime: {err}");
@@ -89,3 +93,10 @@ fn init_tracing(format: LogFormat) {
         LogFormat::Text => builder.init(),
     }
 }
+
+/// With `--features mimalloc`: about 8% less CPU per call (glibc's malloc consolidates its fast
+/// bins on the larger allocations of every call) and 13% less memory per idle tab, for 6 MB more
+/// at start and more held after bursts (see the README, "Allocator").
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

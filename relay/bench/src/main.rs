@@ -109,6 +109,23 @@ fn cpu_ticks(pid: Option<u32>) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// Context switches (voluntary and involuntary) of a process's live threads, from /proc: how often
+/// the server went to sleep (or was preempted), which at low load is what a call costs most.
+fn ctx_switches(pid: u32) -> Option<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(status) = std::fs::read_to_string(task.ok()?.path().join("status")) else {
+            continue; // a thread that ended meanwhile
+        };
+        total += status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches:"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    Some(total)
+}
+
 /// Resident memory of a process in KiB.
 fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -145,6 +162,7 @@ struct CpuMeter {
     server_ticks: Option<u64>,
     own_ticks: Option<u64>,
     machine_ticks: Option<u64>,
+    server_switches: Option<u64>,
 }
 
 /// CPU spent over a measured interval.
@@ -158,6 +176,8 @@ struct CpuSpent {
     /// What other processes used meanwhile, in % of one core (CPU figures taken while this is
     /// high are not comparable).
     other_pct: Option<f64>,
+    /// The server's context switches.
+    server_switches: Option<u64>,
 }
 
 impl CpuMeter {
@@ -168,6 +188,7 @@ impl CpuMeter {
             server_ticks: server.and_then(|p| cpu_ticks(Some(p))),
             own_ticks: cpu_ticks(None),
             machine_ticks: machine_busy_ticks(),
+            server_switches: server.and_then(ctx_switches),
         }
     }
 
@@ -190,6 +211,10 @@ impl CpuMeter {
             own_pct: pct(own),
             server_us: server.map(|t| t / TICKS_PER_SEC * 1e6),
             other_pct: pct(other),
+            server_switches: match (self.server_switches, self.server.and_then(ctx_switches)) {
+                (Some(before), Some(now)) => Some(now.saturating_sub(before)),
+                _ => None,
+            },
         }
     }
 }
@@ -629,6 +654,7 @@ async fn run(args: Args) -> anyhow::Result<Value> {
         own_pct: own_cpu,
         server_us,
         other_pct,
+        server_switches,
     } = cpu.stop();
     let measured = Instant::now().duration_since(warmup_end).as_secs_f64();
 
@@ -665,6 +691,11 @@ async fn run(args: Args) -> anyhow::Result<Value> {
         server_cpu
             .filter(|c| *c > 0.0)
             .map(|c| (calls as f64 / measured / (c / 100.0)).round())
+    );
+    report["server_ctx_switches_per_call"] = json!(
+        server_switches
+            .filter(|_| calls > 0)
+            .map(|n| (n as f64 / calls as f64 * 100.0).round() / 100.0)
     );
     report["errors"] = json!(errors);
     report["misrouted"] = json!(stats.misrouted.load(Ordering::Relaxed) + wrong_answer);

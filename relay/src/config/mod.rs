@@ -15,7 +15,7 @@ mod options;
 mod tests;
 
 use app_jwt::app_jwt_config;
-pub use options::{Cli, Command, LogFormat, Options};
+pub use options::{Cli, Command, LogFormat, Options, RuntimeKind};
 
 /// A configuration problem, reported before anything starts.
 #[derive(Debug, thiserror::Error)]
@@ -159,6 +159,7 @@ pub struct Config {
     pub agent_rate_per_sec: u32,
     pub drain: Duration,
     pub log_format: LogFormat,
+    pub runtime: RuntimeKind,
 }
 
 impl Config {
@@ -368,6 +369,7 @@ impl Config {
             agent_rate_per_sec: o.agent_rate_per_sec,
             drain: Duration::from_millis(o.drain_ms),
             log_format: o.log_format,
+            runtime: o.runtime,
         })
     }
 }

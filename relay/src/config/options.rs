@@ -146,6 +146,36 @@ pub struct Options {
     /// Log format: `text` or `json`.
     #[arg(long, env = "RELAY_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,
+    /// Runtime: `multi-thread` (a worker per CPU), `current-thread` (one thread), or `auto`
+    /// (one thread when the process may use one CPU only, else a worker per CPU).
+    #[arg(long, env = "RELAY_RUNTIME", default_value = "multi-thread")]
+    pub runtime: RuntimeKind,
+}
+
+/// Which tokio runtime the relay runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuntimeKind {
+    /// `current-thread` when the process may use one CPU only (`taskset`, a cgroup quota of one
+    /// CPU or less), `multi-thread` otherwise.
+    Auto,
+    /// Everything on one thread: no hand-off between the accepting thread and a worker, no
+    /// work-stealing queues. All the relay can use of one CPU.
+    CurrentThread,
+    /// A worker per CPU, work-stealing.
+    MultiThread,
+}
+
+impl RuntimeKind {
+    /// `Auto` resolved against the CPUs this process may use.
+    pub fn resolve(self) -> RuntimeKind {
+        match self {
+            RuntimeKind::Auto => match std::thread::available_parallelism() {
+                Ok(n) if n.get() == 1 => RuntimeKind::CurrentThread,
+                _ => RuntimeKind::MultiThread,
+            },
+            kind => kind,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
