@@ -262,3 +262,23 @@ fn the_idempotency_window_covers_the_longest_call() {
         "{err}"
     );
 }
+
+#[test]
+fn runtime_kinds() {
+    assert_eq!(parse(GOOD).unwrap().runtime, RuntimeKind::MultiThread);
+    let mut args = GOOD.to_vec();
+    args.extend_from_slice(&["--runtime", "current-thread"]);
+    let c = parse(&args).unwrap();
+    assert_eq!(c.runtime.resolve(), RuntimeKind::CurrentThread);
+    let mut args = GOOD.to_vec();
+    args.extend_from_slice(&["--runtime", "auto"]);
+    let resolved = parse(&args).unwrap().runtime.resolve();
+    assert_ne!(
+        resolved,
+        RuntimeKind::Auto,
+        "auto resolves to a concrete runtime"
+    );
+    let mut args = GOOD.to_vec();
+    args.extend_from_slice(&["--runtime", "green-threads"]);
+    assert!(Cli::try_parse_from([&["relay"][..], &args].concat()).is_err());
+}
