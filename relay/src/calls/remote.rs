@@ -44,8 +44,10 @@ pub(super) async fn deliver(
         .map_err(|_| ApiError::unavailable())?;
     tokio::pin!(acks);
     tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, node = %target.node, "delivered through another node, awaiting answer");
+    // Changes are watched from the read that named the target on, so a move while the call was
+    // being emitted is seen at once, not at the next recheck.
+    let mut mark = track.round_mark();
     loop {
-        let mark = track.mark();
         let recheck = Instant::now() + RECHECK;
         tokio::select! {
             biased;
@@ -78,10 +80,20 @@ pub(super) async fn deliver(
                 return Ok(Step::Done(Err(tab_timeout())));
             }
             _ = tokio::time::timeout_at(recheck, track.changed_since(mark)) => {
-                // The key changed (or a second passed): still the same socket?
-                if !track.still_at(target).await? {
-                    tracing::debug!(key = %key_fp, call_id = %call.call_id, "tab moved before answering; delivering again");
-                    return Ok(Step::Again);
+                // The key changed (or a second passed): still the same socket? The next wait
+                // counts changes from before this read.
+                let next = track.mark();
+                match track.still_at(target).await {
+                    Ok(true) => mark = next,
+                    Ok(false) => {
+                        tracing::debug!(key = %key_fp, call_id = %call.call_id, "tab moved before answering; delivering again");
+                        return Ok(Step::Again);
+                    }
+                    Err(e) => {
+                        // Nobody will read the answer: the tab stops the call.
+                        io.cancel_in_room(&room, &call.call_id);
+                        return Err(e.into());
+                    }
                 }
             }
         }

@@ -202,6 +202,14 @@ impl Track<'_> {
         }
     }
 
+    /// The mark this round of [`Track::locate`] took before reading where the tab is.
+    pub fn round_mark(&self) -> u64 {
+        match self {
+            Track::Memory(_) => 0,
+            Track::Redis(t) => t.mark,
+        }
+    }
+
     /// Resolves once the key changed since this round of [`Track::locate`] began.
     pub async fn changed(&self) {
         match self {
