@@ -1,65 +1,21 @@
 //! In-process HTTP tests: `relay::run` on port 0 with a test config, driven with reqwest over
 //! loopback. The Socket.IO side is exercised by the protocol tests in `web/test/protocol/`.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use clap::Parser;
 use livekit_api::access_token::TokenVerifier;
-use relay::config::{Cli, Config};
 use relay_wire::{ErrorBody, KeyState, KeyStatus, TokenResponse};
 use serde_json::json;
 
-const AGENT_SECRET: &str = "test-agent-secret-0123456789";
-const LIVEKIT_SECRET: &str = "test-livekit-secret-0123456789abcdef";
+mod common;
 
-struct TestApp {
-    addr: SocketAddr,
-    http: reqwest::Client,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
-}
+use common::{AGENT_SECRET, LIVEKIT_SECRET, Relay as TestApp};
 
 async fn spawn_app() -> TestApp {
-    let cli = Cli::try_parse_from([
-        "relay",
-        "--addr",
-        "127.0.0.1:0",
-        "--livekit-api-key",
-        "devkey",
-        "--livekit-api-secret",
-        LIVEKIT_SECRET,
-        "--agent-secret",
-        AGENT_SECRET,
-        "--drain-ms",
-        "500",
-        "--token-mode",
-        "open",
-    ])
-    .expect("flags");
-    let config = Config::from_options(cli.options).expect("valid config");
-    let listener = tokio::net::TcpListener::bind(config.addr).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(relay::run(listener, config, async {
-        let _ = rx.await;
-    }));
-    TestApp {
-        addr,
-        http: reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .unwrap(),
-        stop: Some(tx),
-        task,
-    }
+    common::start(&["--token-mode", "open"]).await
 }
 
 impl TestApp {
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
     async fn token(&self) -> TokenResponse {
         let r = self.http.post(self.url("/token")).send().await.unwrap();
         assert_eq!(r.status(), 200);
@@ -80,17 +36,6 @@ impl TestApp {
         }
         let r = req.send().await.unwrap();
         (r.status().as_u16(), r.json().await.unwrap())
-    }
-
-    async fn shutdown(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("relay stops within its drain bound")
-            .unwrap()
-            .unwrap();
     }
 }
 

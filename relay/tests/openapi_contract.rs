@@ -2,24 +2,17 @@
 //! its security and every error body and status of the error table; and no request path leads
 //! the static-file service to a 500. `relay::run` on port 0, driven with reqwest over loopback.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use clap::Parser;
-use relay::config::{Cli, Config};
 use relay_wire::ErrorCode;
 use serde_json::{Value, json};
 
-const AGENT_SECRET: &str = "test-agent-secret-0123456789";
 const ISSUER_SECRET: &str = "test-issuer-secret-0123456789abcdef";
-const LIVEKIT_SECRET: &str = "test-livekit-secret-0123456789abcdef";
+
+mod common;
 
 struct TestApp {
-    addr: SocketAddr,
-    http: reqwest::Client,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    relay: common::Relay,
     web_dir: PathBuf,
 }
 
@@ -33,18 +26,7 @@ async fn spawn_app(name: &str) -> TestApp {
     )
     .unwrap();
     std::fs::write(web_dir.join("lib/app.js"), "export {};").unwrap();
-    let cli = Cli::try_parse_from([
-        "relay",
-        "--addr",
-        "127.0.0.1:0",
-        "--livekit-api-key",
-        "devkey",
-        "--livekit-api-secret",
-        LIVEKIT_SECRET,
-        "--agent-secret",
-        AGENT_SECRET,
-        "--drain-ms",
-        "500",
+    let relay = common::start(&[
         "--default-timeout-ms",
         "5000",
         "--max-timeout-ms",
@@ -56,34 +38,15 @@ async fn spawn_app(name: &str) -> TestApp {
         "--web-dir",
         web_dir.to_str().unwrap(),
     ])
-    .expect("flags");
-    let config = Config::from_options(cli.options).expect("valid config");
-    let listener = tokio::net::TcpListener::bind(config.addr).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(relay::run(listener, config, async {
-        let _ = rx.await;
-    }));
-    TestApp {
-        addr,
-        http: reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .unwrap(),
-        stop: Some(tx),
-        task,
-        web_dir,
-    }
+    .await;
+    TestApp { relay, web_dir }
 }
 
 impl TestApp {
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
     async fn status(&self, method: reqwest::Method, path: &str) -> u16 {
-        self.http
-            .request(method, self.url(path))
+        self.relay
+            .http
+            .request(method, self.relay.url(path))
             .send()
             .await
             .unwrap()
@@ -91,15 +54,8 @@ impl TestApp {
             .as_u16()
     }
 
-    async fn shutdown(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("relay stops within its drain bound")
-            .unwrap()
-            .unwrap();
+    async fn shutdown(self) {
+        self.relay.shutdown().await;
         let _ = std::fs::remove_dir_all(&self.web_dir);
     }
 }
@@ -119,7 +75,13 @@ fn operations(doc: &Value) -> Vec<(String, String)> {
 #[tokio::test]
 async fn the_document_describes_every_operation_and_the_error_table() {
     let app = spawn_app("openapi").await;
-    let r = app.http.get(app.url("/openapi.json")).send().await.unwrap();
+    let r = app
+        .relay
+        .http
+        .get(app.relay.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     assert!(
         r.headers()["content-type"]
