@@ -126,7 +126,7 @@ pub struct Options {
     pub max_timeout_ms: u64,
     /// How long a tool call's outcome is kept for retries with the same `Idempotency-Key`,
     /// seconds; at least the longest call timeout.
-    #[arg(long, env = "RELAY_IDEMPOTENCY_WINDOW_SECS", default_value_t = 300)]
+    #[arg(long, env = "RELAY_IDEMPOTENCY_WINDOW_SECS", default_value_t = crate::idempotency::WINDOW.as_secs())]
     pub idempotency_window_secs: u64,
     /// Largest accepted request body, bytes.
     #[arg(long, env = "RELAY_MAX_BODY_BYTES", default_value_t = 64 * 1024)]
