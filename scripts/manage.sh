@@ -74,6 +74,10 @@ RELAY_ALLOW_BARE_KEYS=false
 RELAY_URL=http://${RELAY_ADDR:-127.0.0.1:3001}
 WORKER_ADDR=${WORKER_ADDR:-127.0.0.1:3002}
 VAPI_SECRET=$(random_hex 32)
+# Development: the demo page defines a tool of its own (set_theme) with its handler, and the
+# worker offers such page tools to agents. Off in every deploy file: a page's text then reaches
+# the agent's model. WORKER_CATALOG names your app's tool catalog (docs/add-a-tool.md).
+WORKER_PAGE_TOOLS=true
 RUST_LOG=info
 EOF
   chmod 600 "$ENV_FILE"

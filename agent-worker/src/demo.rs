@@ -1,6 +1,6 @@
-//! `agent-worker demo <apiKey>`: a scripted walk-through of every shipped tool against a live
-//! tab, so a person sees each round trip without a voice pipeline. It is a fixed script, not an
-//! AI: it opens a session, moves it through the reading phases, and prints each step.
+//! `agent-worker demo <apiKey>`: a scripted walk-through of the default catalog's tools against
+//! a live tab, so a person sees each round trip without a voice pipeline. It is a fixed script,
+//! not an AI: it opens a session, moves it through the reading modes, and prints each step.
 
 use std::io::Write;
 
@@ -8,8 +8,12 @@ use relay_wire::fingerprint;
 use serde_json::{Value, json};
 
 use crate::Worker;
-use crate::client::ToolError;
-use crate::toolsets::{DEFAULT_MODE, READING, SPREAD};
+use crate::error::{Code, ToolError};
+
+/// The default catalog's modes the script walks through.
+const DEFAULT_MODE: &str = "default";
+const SPREAD: &str = "spread";
+const READING: &str = "reading";
 
 /// The three positions of the demo spread.
 const SPREAD_POSITIONS: [(&str, &str); 3] = [
@@ -73,10 +77,12 @@ async fn step(
 
 async fn steps(worker: &Worker, key: &str, out: &mut impl Write) -> Result<Vec<Drawn>, ToolError> {
     let mode = |m: &str| {
-        worker
-            .sessions
-            .enter_mode(key, m, false)
-            .map_err(|e| ToolError::new("bad_mode", e))
+        worker.sessions.enter_mode(key, m).map_err(|e| {
+            ToolError::new(
+                Code::UnknownTool,
+                format!("{e}: the demo walks the default catalog's modes"),
+            )
+        })
     };
 
     say(out, "1. a popover");

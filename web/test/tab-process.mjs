@@ -4,7 +4,9 @@
 // each tool event as {"event","params","meta"}, each {"event":"voice-agent:cancel","callId"}.
 // Awaited calls are answered at once: draw_card with a fixed card, show_card with success,
 // anything else with {"ok":true}; a draw_card whose positionLabel is "Hold" is left unanswered
-// (for cancellation tests). Exits when its standard input closes.
+// (for cancellation tests). Each line on its standard input is a command: {"handles": payload}
+// sends `voice-agent:handles` with that payload and prints {"event":"handles-ack","ack"}.
+// Exits when its standard input closes.
 //
 //   [RELAY_TOKEN_ISSUER_SECRET=…] node web/test/tab-process.mjs http://127.0.0.1:3001
 
@@ -61,7 +63,22 @@ socket.onAny((event, ...args) => {
   }
 });
 
-process.stdin.resume();
+let pending = '';
+process.stdin.on('data', (chunk) => {
+  pending += chunk.toString();
+  let newline;
+  while ((newline = pending.indexOf('\n')) >= 0) {
+    const line = pending.slice(0, newline).trim();
+    pending = pending.slice(newline + 1);
+    if (!line) continue;
+    const command = JSON.parse(line);
+    if (command.handles !== undefined) {
+      socket.timeout(5000).emit('voice-agent:handles', command.handles, (err, ack) =>
+        print({ event: 'handles-ack', ack: err ? { ok: false, error: { code: 'timeout', message: String(err) } } : ack }),
+      );
+    }
+  }
+});
 process.stdin.on('end', () => {
   socket.close();
   process.exit(0);

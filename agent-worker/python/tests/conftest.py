@@ -85,6 +85,49 @@ def launch(name: str, args: list[str], env: dict[str, str], log: Path) -> Server
     raise RuntimeError(f"{name} did not start within {START_TIMEOUT_S} s; see {log}")
 
 
+@dataclass
+class WorkerFactory:
+    """Starts more workers beside the stack's, against its relay, with their own settings (a
+    catalog the test wrote, page tools on or off); stops them all at the end."""
+
+    stack: Stack
+    logs: Path
+    started: list[Server] = field(default_factory=list)
+
+    def start(self, env: dict[str, str]) -> Server:
+        base = {
+            "PATH": os.environ.get("PATH", ""),
+            "RUST_LOG": "debug",
+            "LIVEKIT_API_KEY": "devkey",
+            "LIVEKIT_API_SECRET": self.stack.livekit_secret,
+            "RELAY_AGENT_SECRET": self.stack.agent_secret,
+            "WORKER_ADDR": "127.0.0.1:0",
+            "RELAY_URL": self.stack.relay.url,
+        }
+        n = len(self.started) + 1
+        server = launch(
+            "agent-worker",
+            [str(WORKER_BIN), "serve"],
+            {**base, **env},
+            self.logs / f"python-worker-{os.getpid()}-extra-{n}.log",
+        )
+        self.started.append(server)
+        return server
+
+
+@pytest.fixture
+def workers(stack: Stack, tmp_path: Path) -> Iterator[WorkerFactory]:
+    logs = Path(os.environ.get("TEST_LOG_DIR") or tmp_path)
+    factory = WorkerFactory(stack, logs)
+    try:
+        yield factory
+    finally:
+        for server in factory.started:
+            text = server.stop()
+            for secret in stack.secrets_seen:
+                assert secret not in text, "a worker log holds a whole key, token or secret"
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     if not RELAY_BIN.exists() or not WORKER_BIN.exists():

@@ -80,12 +80,26 @@ class Tab:
 
         return await asyncio.wait_for(find(), within_s)
 
+    async def declare(
+        self, tools: list[str], page_tools: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """Tells the relay which tools this tab handles now (``voice-agent:handles``); the
+        relay's acknowledgement."""
+        payload: dict[str, Any] = {"tools": tools}
+        if page_tools is not None:
+            payload["pageTools"] = page_tools
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps({"handles": payload}) + "\n").encode())
+        await self.proc.stdin.drain()
+        ack: dict[str, Any] = (await self.next("handles-ack"))["ack"]
+        return ack
+
     def tool_events(self) -> list[dict[str, Any]]:
         return [
             e
             for e in self.events
             if e.get("event", "").startswith("voice-agent:")
-            and e["event"] not in ("voice-agent:cancel", "voice-agent:revoked")
+            and e["event"] not in ("voice-agent:cancel", "voice-agent:revoked", "voice-agent:mode")
         ]
 
     async def close(self) -> None:

@@ -8,6 +8,7 @@ a valid ``va_`` key), fetch that session's mode from the agent worker, and run a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
@@ -137,6 +138,15 @@ async def run_session(
     ui = UiTools(client, on_tool=hooks.on_tool)
     offer = await fetch_offer(ui)
     agent = VoiceRelayAgent(ui, offer)
+    # The tools follow the session: a handler added or removed in the tab, a reloaded catalog.
+    following = asyncio.create_task(ui.follow(), name="voice-relay-follow-tools")
+
+    async def stop_following() -> None:
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following
+
+    ctx.add_shutdown_callback(stop_following)
 
     options: dict[str, Any] = {
         "llm": pipeline.llm,

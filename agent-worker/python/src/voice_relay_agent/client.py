@@ -46,6 +46,9 @@ DEFAULT_CALL_TIMEOUT_MS = 15_000
 #: What an HTTP request may take beyond the call's own timeout (worker retries, transit).
 DEFAULT_MARGIN_S = 10.0
 
+#: The longest wait the worker accepts for a changed tool offer.
+MAX_WAIT_S = 30.0
+
 
 class ErrorCode(StrEnum):
     """Error codes of the relay (first block) and of the worker (second block)."""
@@ -61,10 +64,15 @@ class ErrorCode(StrEnum):
     SHUTTING_DOWN = "shutting_down"
     UNAVAILABLE = "unavailable"
     TIMEOUT = "timeout"
+    INTERNAL = "internal"
 
     INVALID_ARGUMENTS = "invalid_arguments"
     UNKNOWN_TOOL = "unknown_tool"
     TOOL_NOT_ALLOWED = "tool_not_allowed"
+    RELAY_UNREACHABLE = "relay_unreachable"
+    BAD_RESPONSE = "bad_response"
+    CANCELLED = "cancelled"
+    NOT_CONFIGURED = "not_configured"
 
 
 class WorkerError(Exception):
@@ -146,6 +154,30 @@ class ToolNotAllowed(WorkerError):
     default_code = ErrorCode.TOOL_NOT_ALLOWED
 
 
+class RelayUnreachable(WorkerError):
+    """The worker could not reach the relay (after its own retries)."""
+
+    default_code = ErrorCode.RELAY_UNREACHABLE
+
+
+class BadResponse(WorkerError):
+    """The relay or the tab answered something that could not be read, or had the wrong shape."""
+
+    default_code = ErrorCode.BAD_RESPONSE
+
+
+class Cancelled(WorkerError):
+    default_code = ErrorCode.CANCELLED
+
+
+class NotConfigured(WorkerError):
+    default_code = ErrorCode.NOT_CONFIGURED
+
+
+class Internal(WorkerError):
+    default_code = ErrorCode.INTERNAL
+
+
 _BY_CODE: dict[str, type[WorkerError]] = {
     cls.default_code.value: cls
     for cls in (
@@ -160,9 +192,14 @@ _BY_CODE: dict[str, type[WorkerError]] = {
         ShuttingDown,
         Unavailable,
         CallTimeout,
+        Internal,
         InvalidArguments,
         UnknownTool,
         ToolNotAllowed,
+        RelayUnreachable,
+        BadResponse,
+        Cancelled,
+        NotConfigured,
     )
     if cls.default_code is not None
 }
@@ -190,7 +227,7 @@ class ToolSpec:
 
     @property
     def is_mode_change(self) -> bool:
-        return self.name.startswith("enter_")
+        return self.name.startswith(("enter_", "leave_"))
 
     def raw_schema(self) -> dict[str, Any]:
         """``{"name", "description", "parameters"}`` for an LLM function definition."""
@@ -218,11 +255,15 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class ToolOffer:
-    """The session's current mode: its instructions and its tools."""
+    """The session's current mode: its instructions and its tools, for what the tab handles.
+
+    ``revision`` changes whenever any of it does (ask again with it to wait for a change).
+    """
 
     mode: str
     instructions: str
     tools: tuple[ToolSpec, ...]
+    revision: str = ""
 
     def tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -238,6 +279,7 @@ class ToolOffer:
             mode=str(data.get("mode") or ""),
             instructions=str(data.get("instructions") or ""),
             tools=tuple(ToolSpec.from_json(t) for t in tools if isinstance(t, dict)),
+            revision=str(data.get("revision") or ""),
         )
 
 
@@ -360,9 +402,20 @@ class WorkerClient:
             timeout_ms = self._default_call_timeout_ms
         return timeout_ms / 1000.0 + self._margin
 
-    async def list_tools(self) -> ToolOffer:
-        """The current mode's instructions and tools."""
-        response = await self._request("GET", "/agent/tools", None, self._list_timeout)
+    async def list_tools(self, *, after: str | None = None, wait_s: float = 0.0) -> ToolOffer:
+        """The current mode's instructions and tools.
+
+        With ``after`` (the ``revision`` of the offer the caller has) and ``wait_s`` (at most
+        ``MAX_WAIT_S``), the worker answers when the offer changes (the mode, or a handler
+        added or removed in the tab), or with the same offer when the wait ends.
+        """
+        path = "/agent/tools"
+        timeout = self._list_timeout
+        if after is not None and wait_s > 0:
+            wait_ms = int(min(wait_s, MAX_WAIT_S) * 1000)
+            path += f"?after={quote(after, safe='')}&waitMs={wait_ms}"
+            timeout += wait_ms / 1000.0
+        response = await self._request("GET", path, None, timeout)
         body = _json_body(response)
         if response.status_code != 200:
             raise parse_error_body(response.status_code, body)

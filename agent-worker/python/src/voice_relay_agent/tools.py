@@ -7,9 +7,11 @@ posts the call to the worker. A failure is raised as LiveKit's ``ToolError`` wit
 worker's sentence, which LiveKit Agents hands to the model as the tool's (error) output.
 
 When a call reports ``modeChanged``, the tools and instructions of the new mode replace the
-old ones. The tools live in one :class:`ModeToolset` whose contents are swapped: LiveKit
-Agents builds the tool context of every LLM step from the agent's tool list, so the step
-right after a mode change (still inside the same reply) already offers the new mode's tools.
+old ones; :meth:`UiTools.follow` also waits on the worker for any other change of the offer
+(a handler added or removed in the user's tab, a reloaded catalog) and applies it at once.
+The tools live in one :class:`ModeToolset` whose contents are swapped: LiveKit Agents builds
+the tool context of every LLM step from the agent's tool list, so the step right after a
+mode change (still inside the same reply) already offers the new mode's tools.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ BASE_INSTRUCTIONS = (
 )
 
 TOOLSET_ID = "voice_relay_ui_tools"
+
+#: How long one wait on the worker for a changed offer lasts before it is asked again.
+FOLLOW_WAIT_S = 25.0
+#: Pause after the worker could not be asked, before asking again.
+FOLLOW_RETRY_S = 1.0
 
 
 def compose_instructions(offer: ToolOffer) -> str:
@@ -128,6 +135,34 @@ class UiTools:
             if self._target is not None:
                 await self._target.update_instructions(compose_instructions(offer))
             return offer
+
+    async def follow(self, *, wait_s: float = FOLLOW_WAIT_S) -> None:
+        """Keeps the tools and instructions current until cancelled: each wait on the worker
+        ends as soon as the offer changes, and the new offer replaces the old one."""
+        while True:
+            try:
+                offer = await self._client.list_tools(after=self.offer.revision, wait_s=wait_s)
+            except WorkerError as e:
+                logger.warning(
+                    "cannot wait for changes of the tools: %s",
+                    e,
+                    extra={"key": self._client.key_fingerprint},
+                )
+                await asyncio.sleep(FOLLOW_RETRY_S)
+                continue
+            async with self._lock:
+                if offer.revision == self.offer.revision:
+                    continue
+                previous = self.offer
+                self.apply(offer)
+                logger.info(
+                    "tools changed (mode %s): %s",
+                    offer.mode,
+                    ", ".join(t.name for t in offer.tools) or "(none)",
+                    extra={"key": self._client.key_fingerprint, "mode": offer.mode},
+                )
+                if self._target is not None and offer.instructions != previous.instructions:
+                    await self._target.update_instructions(compose_instructions(offer))
 
     async def call(self, spec: ToolSpec, arguments: dict[str, Any]) -> str:
         """Runs one tool call for the model; raises ``ToolError`` with a speakable sentence."""

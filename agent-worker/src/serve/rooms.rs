@@ -14,7 +14,8 @@ use livekit_api::services::room::RoomClient;
 use relay_wire::Fp;
 use serde::{Deserialize, Serialize};
 
-use crate::webhooks::{ServeState, key_of, revoke};
+use super::livekit::{key_of, revoke};
+use super::state::ServeState;
 
 /// The source name of sessions opened for LiveKit participants.
 pub const LIVEKIT: &str = "livekit";

@@ -1,12 +1,14 @@
 //! Worker configuration: the command line, with every option mirrored by its environment
-//! variable. Validated before anything starts; secrets are wrapped in [`Secret`].
+//! variable. Validated before anything starts (the catalog included); secrets are wrapped in
+//! [`Secret`].
 
 use std::net::SocketAddr;
 
 use clap::{Args, Parser, Subcommand};
 use relay_wire::Secret;
 
-use crate::mcp::McpConfig;
+use crate::catalog::export::Format;
+use crate::serve::mcp::McpConfig;
 
 /// Exit status for a configuration error (EX_USAGE).
 pub const EXIT_CONFIG: u8 = 64;
@@ -20,6 +22,8 @@ pub const EXIT_CONFIG: u8 = 64;
 pub struct Cli {
     #[command(flatten)]
     pub relay: RelayArgs,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -45,17 +49,37 @@ pub struct RelayArgs {
     pub agent_secret: Option<String>,
 }
 
+/// The catalog a command uses.
+#[derive(Args, Clone, Debug)]
+pub struct CatalogArgs {
+    /// The tool catalog (JSON): the app's UI tools and modes. The default catalog (the
+    /// product's own tools) when unset.
+    #[arg(long = "catalog", env = "WORKER_CATALOG", global = true)]
+    pub catalog: Option<std::path::PathBuf>,
+}
+
+impl CatalogArgs {
+    /// The catalog file named, if any (an empty value names none).
+    pub fn path(&self) -> Option<&std::path::Path> {
+        self.catalog
+            .as_deref()
+            .filter(|p| !p.as_os_str().is_empty())
+    }
+}
+
 #[derive(Subcommand)]
 pub enum Command {
-    /// Send one tool call and print the outcome as JSON (exit status 1 on failure).
+    /// Send one tool call and print the outcome as JSON (exit status 1 on failure). A tool of
+    /// the catalog has its arguments checked first, and waits for the tab's answer when the
+    /// catalog says so.
     Call {
         /// The tab's key (va_…).
         api_key: String,
         /// The tool's name.
         tool_name: String,
-        /// Parameters as JSON (an object for the shipped tools).
+        /// Parameters as JSON (an object for the catalog's tools).
         params: Option<String>,
-        /// Wait for the tab's answer.
+        /// Wait for the tab's answer (the catalog's setting for its tools otherwise).
         #[arg(long = "await")]
         await_result: bool,
         /// The relay's timeout for this call, in milliseconds.
@@ -64,13 +88,37 @@ pub enum Command {
     },
     /// Serve LiveKit and Vapi webhooks.
     Serve(ServeArgs),
-    /// Walk a live tab through every shipped tool (a scripted demo, not an AI).
+    /// Walk a live tab through the default catalog's tools (a scripted demo, not an AI).
     Demo {
         /// The tab's key (va_…).
         api_key: String,
     },
-    /// Validate the configuration for `serve` and exit (status 64 with the reason on failure).
+    /// Check a tool catalog without starting anything (status 64 with every problem, each at
+    /// its place in the file).
+    Check,
+    /// The catalog in other forms.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
+    /// Validate the configuration for `serve` (the catalog included) and exit (status 64 with
+    /// the reason on failure).
     CheckConfig(ServeArgs),
+}
+
+#[derive(Subcommand)]
+pub enum CatalogCommand {
+    /// Print the catalog's tools as the tool definitions of a platform that keeps tools in its
+    /// own dashboard.
+    Export {
+        /// The platform's format.
+        #[arg(long, value_enum)]
+        format: Format,
+        /// Only the tools of this mode.
+        #[arg(long)]
+        mode: Option<String>,
+        /// The worker's public base URL, for formats that call it back (Vapi, ElevenLabs).
+        #[arg(long)]
+        worker_url: Option<String>,
+    },
 }
 
 /// Settings of `serve`. Not `Debug`: it holds raw secrets.
@@ -111,6 +159,10 @@ pub struct ServeArgs {
     /// requests without `Origin` (servers) always pass.
     #[arg(long, env = "WORKER_MCP_ALLOWED_ORIGINS")]
     pub mcp_allowed_origins: Option<String>,
+    /// Offer the tools a page defines with its handlers (their descriptions and schemas then
+    /// reach the agent's model). Off unless set to true.
+    #[arg(long, env = "WORKER_PAGE_TOOLS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub page_tools: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -171,6 +223,7 @@ pub struct ServeConfig {
     pub room_sync: Option<std::time::Duration>,
     pub state_file: Option<std::path::PathBuf>,
     pub mcp: McpConfig,
+    pub page_tools: bool,
 }
 
 /// A comma-separated list, trimmed, without empty items.
@@ -280,6 +333,7 @@ impl ServeConfig {
                     room_sync,
                     state_file: serve.state_file.clone(),
                     mcp,
+                    page_tools: serve.page_tools,
                 })
             }
             _ => Err(ConfigError(problems.join("; "))),

@@ -1,83 +1,93 @@
 //! The agent API of `agent-worker serve`: what a voice agent in the room (the reference
-//! LiveKit Agents agent, or any other) uses to run the UI tools without speaking to the relay
-//! itself. `GET /agent/tools` gives the instructions and tools of the session's current mode,
-//! `POST /agent/tools/{name}` runs one (a UI tool through the relay, or a mode change). Every
-//! request carries the agent secret as a Bearer credential and the tab's key in
-//! `X-Voice-Agent-Key`, never in the URL.
+//! LiveKit Agents agents, or any other) uses to run the UI tools without speaking to the relay
+//! itself. `GET /agent/tools` gives the instructions and tools of the session's current mode
+//! (and, asked with the revision it has, waits for the next change), `POST /agent/tools/{name}`
+//! runs one (a UI tool through the relay, or a mode move). Every request carries the agent
+//! secret as a Bearer credential and the tab's key in `X-Voice-Agent-Key`, never in the URL.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use relay_wire::{headers, is_api_key};
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use relay_wire::headers;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::webhooks::{ErrorAnswer, ServeState, body_or_error, error};
+use super::error::{self, ApiError, ErrorAnswer};
+use super::state::{ServeState, routing_key};
+use crate::error::Code;
+use crate::session::Offer;
 
-pub fn routes() -> Router<Arc<ServeState>> {
-    Router::new()
-        .route("/agent/tools", get(list_tools))
-        .route("/agent/tools/{name}", post(call_tool))
-}
+/// The longest wait for a changed offer.
+pub const MAX_WAIT_MS: u64 = 30_000;
 
-/// The caller's key after its credential is checked; the error response otherwise.
-#[allow(clippy::result_large_err)]
-pub(crate) fn authorize(state: &ServeState, headers: &HeaderMap) -> Result<String, Response> {
+/// The caller's key after its credential is checked.
+pub(crate) fn authorize(state: &ServeState, headers: &HeaderMap) -> Result<String, ApiError> {
     if !state.agent_authorized(headers) {
-        return Err(error(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "missing or wrong agent secret",
-        ));
+        return Err(ApiError::agent_secret());
     }
-    routing_key(headers)
-        .map_err(|message| error(StatusCode::BAD_REQUEST, "invalid_request", message))
+    routing_key(headers).map_err(ApiError::invalid)
 }
 
-/// The tab's routing key from `X-Voice-Agent-Key`.
-pub fn routing_key(headers: &HeaderMap) -> Result<String, &'static str> {
-    let value = headers
-        .get(headers::VOICE_AGENT_KEY)
-        .ok_or("the X-Voice-Agent-Key header with the tab's key (va_…) is missing")?;
-    let key = value
-        .to_str()
-        .map(str::trim)
-        .map_err(|_| "X-Voice-Agent-Key is not a key (va_ and 64 lowercase hex characters)")?;
-    if is_api_key(key) {
-        Ok(key.to_owned())
-    } else {
-        Err("X-Voice-Agent-Key is not a key (va_ and 64 lowercase hex characters)")
-    }
+/// `GET /agent/tools`'s query: wait for an offer other than the one the caller has.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct WaitQuery {
+    /// The `revision` of the offer the caller has: the answer waits until the offer differs
+    /// (its mode, its instructions or its tools), at most `waitMs`.
+    #[param(max_length = 64)]
+    after: Option<String>,
+    /// How long to wait for a change, 0 to 30000 ms (default 0: answer at once).
+    #[param(minimum = 0, maximum = 30000)]
+    wait_ms: Option<u64>,
 }
 
-/// The instructions and tools of the key's session in its current mode (the session opens on
-/// the first request for a key).
+/// The instructions and tools of the key's session in its current mode, for what its tab
+/// handles now (the session opens on the first request for a key). With `after` and `waitMs`
+/// the answer waits for the next change.
 #[utoipa::path(
     get,
     path = "/agent/tools",
     tag = "agent",
     operation_id = "listTools",
-    params(crate::openapi::VoiceAgentKey),
+    params(super::openapi::VoiceAgentKey, WaitQuery),
     security(("agent_secret" = [])),
     responses(
-        (status = 200, description = "The session's mode, instructions and tools", body = crate::Offer),
-        (status = 400, description = "`invalid_request`: X-Voice-Agent-Key missing or not a key", body = ErrorAnswer),
+        (status = 200, description = "The session's mode, instructions and tools", body = Offer),
+        (status = 400, description = "`invalid_request`: X-Voice-Agent-Key missing or not a key; a bad `after` or `waitMs`", body = ErrorAnswer),
         (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorAnswer),
     )
 )]
 pub(crate) async fn list_tools(
     State(state): State<Arc<ServeState>>,
     headers: HeaderMap,
-) -> Response {
-    match authorize(&state, &headers) {
-        Ok(key) => axum::Json(state.worker.offer(&key)).into_response(),
-        Err(response) => response,
+    query: Result<Query<WaitQuery>, QueryRejection>,
+) -> Result<axum::Json<Offer>, ApiError> {
+    let key = authorize(&state, &headers)?;
+    let Query(query) =
+        query.map_err(|e| ApiError::invalid(format!("bad query: {}", e.body_text())))?;
+    let wait = query.wait_ms.unwrap_or(0);
+    if wait > MAX_WAIT_MS {
+        return Err(ApiError::invalid(format!(
+            "waitMs must be 0 to {MAX_WAIT_MS}"
+        )));
     }
+    let offer = match query.after.filter(|_| wait > 0) {
+        Some(after) if after.len() <= 64 => {
+            // A stopping server answers at once rather than hold the request to the end.
+            tokio::select! {
+                offer = state.worker.wait_offer(&key, &after, Duration::from_millis(wait)) => offer,
+                _ = state.shutdown.cancelled() => state.worker.offer(&key).await,
+            }
+        }
+        Some(_) => return Err(ApiError::invalid("after must be at most 64 characters")),
+        None => state.worker.offer(&key).await,
+    };
+    Ok(axum::Json(offer))
 }
 
 /// The answer to `POST /agent/tools/{name}`: the tool's result or its failure as a sentence a
@@ -90,8 +100,7 @@ pub struct AgentAnswer {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<serde_json::Value>)]
     pub result: Option<Value>,
-    /// Why it failed (`ok` false): `tab_offline`, `timeout`, `tool_failed`,
-    /// `invalid_arguments`, `tool_not_allowed`, `unknown_tool`, `unknown_key`, …
+    /// Why it failed (`ok` false).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<AgentFailure>,
     /// The session's mode after the call.
@@ -102,7 +111,9 @@ pub struct AgentAnswer {
 
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub struct AgentFailure {
-    pub code: String,
+    /// `tab_offline`, `timeout`, `tool_failed`, `no_handler`, `invalid_arguments`,
+    /// `tool_not_allowed`, `unknown_tool`, `unknown_key`, …
+    pub code: Code,
     /// A sentence the voice model can say.
     pub message: String,
 }
@@ -117,7 +128,7 @@ pub struct AgentFailure {
     operation_id = "callTool",
     params(
         ("name" = String, Path, description = "The tool, as `GET /agent/tools` lists it"),
-        crate::openapi::VoiceAgentKey,
+        super::openapi::VoiceAgentKey,
         ("Idempotency-Key" = Option<String>, Header, pattern = "^[\\x21-\\x7E]{1,128}$",
             description = "Passed on to the relay: a retried call is emitted once"),
     ),
@@ -136,22 +147,11 @@ pub(crate) async fn call_tool(
     name: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let key = match authorize(&state, &headers) {
-        Ok(key) => key,
-        Err(response) => return response,
-    };
-    let Ok(Path(name)) = name else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            "the tool name in the path is not valid UTF-8",
-        );
-    };
-    let body = match body_or_error(body) {
-        Ok(body) => body,
-        Err(response) => return response,
-    };
+) -> Result<axum::Json<AgentAnswer>, ApiError> {
+    let key = authorize(&state, &headers)?;
+    let Path(name) =
+        name.map_err(|_| ApiError::invalid("the tool name in the path is not valid UTF-8"))?;
+    let body = error::body(body)?;
     let args: Value = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
@@ -159,11 +159,9 @@ pub(crate) async fn call_tool(
             Ok(v @ Value::Object(_)) => v,
             Ok(Value::Null) => json!({}),
             _ => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_request",
+                return Err(ApiError::invalid(
                     "the body must be the tool's arguments as a JSON object",
-                );
+                ));
             }
         }
     };
@@ -175,11 +173,9 @@ pub(crate) async fn call_tool(
                 Some(k.to_owned())
             }
             _ => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_request",
+                return Err(ApiError::invalid(
                     "Idempotency-Key must be 1 to 128 visible ASCII characters",
-                );
+                ));
             }
         },
     };
@@ -197,12 +193,11 @@ pub(crate) async fn call_tool(
             }),
         ),
     };
-    axum::Json(AgentAnswer {
+    Ok(axum::Json(AgentAnswer {
         ok: error.is_none(),
         result,
         error,
         mode: outcome.mode,
         mode_changed: outcome.mode_changed,
-    })
-    .into_response()
+    }))
 }

@@ -1,0 +1,218 @@
+//! The `agent-worker` commands: `call`, `demo`, `check`, `catalog export`, `check-config` and
+//! `serve` ([`run`] dispatches; `main` only parses and starts the runtime).
+
+pub mod config;
+mod serve;
+
+use std::process::ExitCode;
+
+use serde_json::{Value, json};
+use tracing_subscriber::EnvFilter;
+
+use crate::Worker;
+use crate::catalog::Catalog;
+use crate::catalog::export::{self, Target};
+use crate::client::{CallOptions, ClientConfig, RelayClient};
+use crate::demo;
+use crate::error::{Code, ToolError};
+use config::{CatalogCommand, Cli, Command, EXIT_CONFIG, ServeConfig, agent_secret};
+
+fn config_error(err: impl std::fmt::Display) -> ExitCode {
+    eprintln!("agent-worker: {err}");
+    ExitCode::from(EXIT_CONFIG)
+}
+
+/// The catalog the command line names (or the default one); every problem printed otherwise.
+fn catalog(cli: &Cli) -> Result<Catalog, ExitCode> {
+    Catalog::load_or_default(cli.catalog.path()).map_err(|problems| {
+        for problem in &problems {
+            eprintln!("agent-worker: {problem}");
+        }
+        eprintln!(
+            "agent-worker: the catalog has {} problem{}",
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" }
+        );
+        ExitCode::from(EXIT_CONFIG)
+    })
+}
+
+fn client(cli: &Cli) -> Result<RelayClient, ExitCode> {
+    let secret = agent_secret(&cli.relay).map_err(config_error)?;
+    RelayClient::new(ClientConfig::new(&cli.relay.relay_url, secret)).map_err(|e| {
+        eprintln!("agent-worker: {e}");
+        ExitCode::FAILURE
+    })
+}
+
+fn init_tracing(json_logs: bool, default: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json_logs {
+        builder.json().flatten_event(true).init();
+    } else {
+        builder.init();
+    }
+}
+
+fn print_json(value: &Value) {
+    println!("{value}");
+}
+
+fn fail(err: &ToolError) -> ExitCode {
+    let mut out = err.to_llm_value();
+    if let Some(id) = &err.call_id {
+        out["callId"] = json!(id);
+    }
+    print_json(&out);
+    ExitCode::FAILURE
+}
+
+/// Runs the command.
+pub async fn run(cli: Cli) -> ExitCode {
+    match &cli.command {
+        Command::Call {
+            api_key,
+            tool_name,
+            params,
+            await_result,
+            timeout_ms,
+        } => {
+            let catalog = match catalog(&cli) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            let client = match client(&cli) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            init_tracing(false, "warn");
+            let params: Option<Value> = match params.as_deref().map(serde_json::from_str) {
+                None => None,
+                Some(Ok(v)) => Some(v),
+                Some(Err(e)) => {
+                    return fail(&ToolError::new(
+                        Code::InvalidArguments,
+                        format!("params are not JSON: {e}"),
+                    ));
+                }
+            };
+            // A catalog tool is checked against its schema before anything is sent, and its
+            // own settings are the defaults; any other name is sent as it is.
+            let mut options = CallOptions {
+                await_result: *await_result,
+                timeout_ms: *timeout_ms,
+                idempotency_key: None,
+            };
+            match catalog.tool(tool_name) {
+                Some(tool) => {
+                    let args = params.clone().unwrap_or_else(|| json!({}));
+                    if let Err(e) = tool.validate(&args) {
+                        return fail(&e);
+                    }
+                    options.await_result |= tool.spec.await_result;
+                    options.timeout_ms = options.timeout_ms.or(tool.spec.timeout_ms);
+                }
+                None => eprintln!(
+                    "agent-worker: {tool_name} is not in {}; sent without a schema check",
+                    catalog.source()
+                ),
+            }
+            match client
+                .call(api_key, tool_name, params.as_ref(), &options)
+                .await
+            {
+                Ok(ok) => {
+                    let mut out = json!({"ok": true, "callId": ok.call_id});
+                    if let Some(result) = ok.result {
+                        out["result"] = result;
+                    }
+                    print_json(&out);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
+            }
+        }
+        Command::Demo { api_key } => {
+            let client = match client(&cli) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            init_tracing(false, "warn");
+            let worker = Worker::new(client);
+            let mut out = std::io::stdout();
+            match demo::run(&worker, api_key, &mut out).await {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(_) => ExitCode::FAILURE,
+            }
+        }
+        Command::Check => match catalog(&cli) {
+            Ok(catalog) => {
+                println!("agent-worker: {} — valid", catalog.summary());
+                ExitCode::SUCCESS
+            }
+            Err(code) => code,
+        },
+        Command::Catalog(CatalogCommand::Export {
+            format,
+            mode,
+            worker_url,
+        }) => {
+            let catalog = match catalog(&cli) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            if let Some(mode) = mode.as_deref()
+                && catalog.mode(mode).is_none()
+            {
+                return config_error(format!("{} has no mode {mode:?}", catalog.source()));
+            }
+            let target = Target {
+                mode: mode.as_deref(),
+                worker_url: worker_url.as_deref(),
+            };
+            let tools = export::export(&catalog, *format, &target);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&tools).unwrap_or_default()
+            );
+            ExitCode::SUCCESS
+        }
+        Command::CheckConfig(serve_args) => {
+            if let Err(e) = ServeConfig::from_args(&cli.relay, serve_args) {
+                return config_error(e);
+            }
+            match catalog(&cli) {
+                Ok(catalog) => {
+                    println!(
+                        "agent-worker: configuration is valid ({})",
+                        catalog.summary()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(code) => code,
+            }
+        }
+        Command::Serve(serve_args) => {
+            let config = match ServeConfig::from_args(&cli.relay, serve_args) {
+                Ok(c) => c,
+                Err(e) => return config_error(e),
+            };
+            let catalog = match catalog(&cli) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            // rmcp logs every session and notification at info: warnings are enough here.
+            init_tracing(config.json_logs, "info,rmcp=warn");
+            match serve::run(&cli, config, catalog).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!(cause = %format!("{e:#}"), "agent-worker failed");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! `agent-worker serve` as a process: build the worker from the configuration and the
+//! catalog, listen, keep sessions in line with LiveKit's rooms, reload the catalog on SIGHUP
+//! (a bad one is refused and the running one kept), stop on SIGINT or SIGTERM.
+
+use std::sync::Arc;
+
+use crate::Worker;
+use crate::catalog::Catalog;
+use crate::client::{ClientConfig, RelayClient};
+use crate::serve::{ServeState, rooms, serve};
+
+use super::config::{Cli, ServeConfig};
+
+pub async fn run(cli: &Cli, config: ServeConfig, catalog: Catalog) -> anyhow::Result<()> {
+    let client = RelayClient::new(ClientConfig::new(
+        &cli.relay.relay_url,
+        config.agent_secret.clone(),
+    ))?;
+    let summary = catalog.summary();
+    let mut state = ServeState::new(
+        Worker::with_catalog(client, catalog, config.page_tools),
+        &config.livekit_api_key,
+        &config.livekit_api_secret,
+        config.vapi_secret.as_ref(),
+        &config.accepted_agent_secrets,
+    )
+    .with_mcp(config.mcp.clone());
+    if let Some(path) = &config.state_file {
+        state = state.with_state_file(rooms::StateFile(path.clone()));
+    }
+    let state = Arc::new(state);
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.addr))?;
+    let addr = listener.local_addr()?;
+    if config.vapi_secret.is_none() {
+        tracing::warn!("VAPI_SECRET is not set: the Vapi webhook answers 503");
+    }
+    if config.page_tools {
+        tracing::warn!(
+            "WORKER_PAGE_TOOLS is on: tools defined by pages (their text included) are offered to agents"
+        );
+    }
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        %addr,
+        relay = %cli.relay.relay_url,
+        mcp = %format!("http://{addr}/mcp"),
+        mcp_hosts = %config.mcp.allowed_hosts.join(","),
+        catalog = %summary,
+        page_tools = config.page_tools,
+        "agent-worker listening on http://{addr}"
+    );
+    let sync = match (&config.livekit_http_url, config.room_sync) {
+        (Some(url), Some(every)) => {
+            tracing::info!(livekit = %url, every_s = every.as_secs(), "reading LiveKit's rooms through RoomService");
+            let client =
+                rooms::room_client(url, &config.livekit_api_key, &config.livekit_api_secret);
+            Some(tokio::spawn(rooms::keep_in_sync(
+                state.clone(),
+                client,
+                every,
+            )))
+        }
+        _ => {
+            tracing::info!("LIVEKIT_URL is not set: sessions follow LiveKit's webhooks only");
+            None
+        }
+    };
+    let reloads = tokio::spawn(reload_on_hangup(state.clone(), cli.catalog.catalog.clone()));
+    serve(listener, state, signal()).await?;
+    reloads.abort();
+    if let Some(task) = sync {
+        task.abort();
+    }
+    tracing::info!("agent-worker stopped");
+    Ok(())
+}
+
+/// Reads the catalog again at each SIGHUP; a catalog with problems is refused (each logged)
+/// and the running one stays.
+async fn reload_on_hangup(state: Arc<ServeState>, path: Option<std::path::PathBuf>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP: the catalog is not reloaded");
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            match Catalog::load_or_default(path.as_deref()) {
+                Ok(catalog) => state.worker.reload(catalog),
+                Err(problems) => {
+                    for problem in &problems {
+                        tracing::error!(problem = %problem, "catalog not reloaded");
+                    }
+                    tracing::error!(
+                        problems = problems.len(),
+                        kept = %state.worker.catalog.current().summary(),
+                        "the new catalog has problems: the running one is kept"
+                    );
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (state, path);
+    }
+}
+
+async fn signal() {
+    let term = async {
+        #[cfg(unix)]
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+            return;
+        }
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+    tracing::info!("stopping");
+}

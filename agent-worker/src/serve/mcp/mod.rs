@@ -1,0 +1,214 @@
+//! The MCP endpoint of `agent-worker serve`: `/mcp`, Streamable HTTP on rmcp, for voice
+//! platforms that take their tools from an MCP server (LiveKit Agents, OpenAI Realtime, Vapi,
+//! ElevenLabs, Pipecat). It serves the 2025-11-25 handshake (with sessions) and the stateless
+//! 2026-07-28 revision.
+//!
+//! It is a view of the same functions as the HTTP agent API ([`super::agent_api`]):
+//! `tools/list` is [`Worker::offer`], `tools/call` is [`Worker::agent_call`]. Every request
+//! carries the agent secret as a Bearer credential (checked by [`guard`], a layer in front of
+//! the MCP service, so even `initialize` is refused without it) and the tab's key in
+//! `X-Voice-Agent-Key`; the handler reads the key from each request's headers and never keeps
+//! it as session state. An MCP session follows its key's session
+//! ([`crate::session::Sessions::follow`]): each change of the mode, of what the tab handles or
+//! of the catalog reaches its client as `notifications/tools/list_changed`.
+//!
+//! [`Worker::offer`]: crate::Worker::offer
+//! [`Worker::agent_call`]: crate::Worker::agent_call
+
+mod handler;
+pub mod surface;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::state::{ServeState, routing_key};
+pub use handler::Handler;
+
+/// Largest JSON-RPC message accepted on `/mcp`.
+const MAX_MESSAGE_BYTES: usize = 256 * 1024;
+
+/// Who may reach `/mcp` from where: the `Host` headers accepted (rmcp refuses others with 403,
+/// against DNS rebinding) and the browser origins accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpConfig {
+    /// Hosts (`name` or `name:port`) accepted in `Host`; empty accepts any.
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host[:port]`, `:*` for any port) accepted when a request carries
+    /// `Origin`; `None` accepts any. `Some(vec![])` refuses every request that carries one.
+    /// The voice platforms call from servers, which send no `Origin`; by default only pages
+    /// served from this machine's loopback addresses may call.
+    pub allowed_origins: Option<Vec<String>>,
+}
+
+/// The loopback names, as hosts and as the origins of pages served from them.
+const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig {
+            allowed_hosts: LOOPBACK
+                .iter()
+                .map(|h| h.trim_matches(['[', ']']).to_owned())
+                .collect(),
+            allowed_origins: Some(
+                LOOPBACK
+                    .iter()
+                    .flat_map(|h| [format!("http://{h}:*"), format!("https://{h}:*")])
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// The `/mcp` service: the credential and key check in front of rmcp's Streamable HTTP
+/// service. `shutdown` ends every MCP session and stream (a server stopping gracefully would
+/// otherwise wait for the clients' open streams).
+pub fn service(
+    state: Arc<ServeState>,
+    config: &McpConfig,
+    shutdown: CancellationToken,
+) -> axum::routing::Router {
+    let mut http = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(config.allowed_hosts.clone())
+        .with_cancellation_token(shutdown)
+        .with_max_request_body_bytes(MAX_MESSAGE_BYTES);
+    http = match &config.allowed_origins {
+        None => http.disable_allowed_origins(),
+        Some(origins) => http
+            .with_allowed_origins(origins.clone())
+            .enforce_origin_validation(),
+    };
+    let handler_state = state.clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(Handler::new(handler_state.clone())),
+        Arc::new(LocalSessionManager::default()),
+        http,
+    );
+    axum::routing::Router::new()
+        .fallback_service(mcp)
+        .layer(middleware::from_fn(jsonrpc_errors))
+        .layer(middleware::from_fn_with_state(state, guard))
+}
+
+/// Largest error body of rmcp's that is turned into a JSON-RPC error.
+const MAX_ERROR_TEXT: usize = 16 * 1024;
+
+/// rmcp answers some refusals (406, 405, 415, 413, a missing or unknown session, an internal
+/// fault) with plain text or no content type at all; this turns each into a JSON-RPC error
+/// (`application/json`, same status, rmcp's text as its message), so every failure of `/mcp`
+/// has one shape. Successful answers and streams pass untouched.
+async fn jsonrpc_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if response.status().as_u16() < 400 || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = match axum::body::to_bytes(body, MAX_ERROR_TEXT).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    // rmcp answers a body that is not a JSON-RPC message with 415, as if its media type were
+    // wrong; it is a bad request (JSON-RPC's parse error or invalid request).
+    let mut code = INVALID_REQUEST;
+    if parts.status == StatusCode::UNSUPPORTED_MEDIA_TYPE && text.starts_with("fail to deserialize")
+    {
+        parts.status = StatusCode::BAD_REQUEST;
+        code = PARSE_ERROR;
+    }
+    let message = if text.is_empty() {
+        parts
+            .status
+            .canonical_reason()
+            .unwrap_or("refused")
+            .to_owned()
+    } else {
+        text
+    };
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": message},
+    });
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Response::from_parts(parts, Body::from(body.to_string()))
+}
+
+/// Refuses, before the MCP service sees it, a request without one of the agent secrets (401)
+/// or without a well-formed `X-Voice-Agent-Key` (400). Both answers are JSON-RPC errors, which
+/// MCP clients show with their message.
+async fn guard(State(state): State<Arc<ServeState>>, request: Request, next: Next) -> Response {
+    // A method MCP does not use is refused as such, whoever asks.
+    if ![Method::GET, Method::POST, Method::DELETE].contains(request.method()) {
+        let mut response = refusal(
+            request,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Method Not Allowed: /mcp takes GET, POST and DELETE",
+        )
+        .await;
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+        return response;
+    }
+    if !state.agent_authorized(request.headers()) {
+        let mut response = refusal(
+            request,
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong agent secret (Authorization: Bearer <agent secret>)",
+        )
+        .await;
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return response;
+    }
+    if let Err(message) = routing_key(request.headers()) {
+        return refusal(request, StatusCode::BAD_REQUEST, message).await;
+    }
+    next.run(request).await
+}
+
+/// JSON-RPC "invalid request".
+const INVALID_REQUEST: i32 = -32600;
+/// JSON-RPC "parse error": the body is not a JSON-RPC message.
+const PARSE_ERROR: i32 = -32700;
+
+/// A JSON-RPC error answering the request's message (its `id` when the body has one).
+async fn refusal(request: Request, status: StatusCode, message: &str) -> Response {
+    let id = request_id(request.into_body()).await;
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": INVALID_REQUEST, "message": message},
+    });
+    (status, axum::Json(body)).into_response()
+}
+
+/// The `id` of a JSON-RPC request body, or null.
+async fn request_id(body: Body) -> Value {
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await else {
+        return Value::Null;
+    };
+    serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| v.get("id").cloned())
+        .unwrap_or(Value::Null)
+}
