@@ -8,13 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
-use relay_wire::KeyStatus;
+use relay_wire::{Declaration, KeyStatus};
+use tokio::time::Instant;
 
 use super::claims::{self, Claimed, ReplayBound};
-use super::keys::{AcquireError, Keys, Proof};
+use super::keys::{AcquireError, Keys, NotBound, Proof};
 use super::redis::StoreError;
 use super::track::{MemoryTrack, Track, TrackError};
-use super::{BindOutcome, Bound, KeyStore, Revocation};
+use super::{BindOutcome, Bound, KeyStore, Revocation, TabAt};
 use crate::idempotency::Idempotency;
 use crate::sockets::TabSocket;
 
@@ -83,13 +84,40 @@ impl KeyStore for MemoryStore {
         proof: Proof,
         socket: &TabSocket,
     ) -> Result<BindOutcome, StoreError> {
+        let (bound, mode) = match self.keys.bind_with_mode(key, proof, socket) {
+            Ok((displaced, mode)) => (Ok(Bound::Bound { displaced }), mode),
+            Err(err) => (Err(err), None),
+        };
         Ok(BindOutcome {
-            bound: self
-                .keys
-                .bind(key, proof, socket)
-                .map(|displaced| Bound::Bound { displaced }),
+            bound,
             replaced_elsewhere: false,
+            mode,
         })
+    }
+
+    async fn declare(
+        &self,
+        key: &str,
+        socket: &TabSocket,
+        declared: Declaration,
+    ) -> Result<Result<u64, NotBound>, StoreError> {
+        Ok(self.keys.declare(key, socket.id(), declared))
+    }
+
+    async fn set_mode(&self, key: &str, mode: &str) -> Result<Option<TabAt>, StoreError> {
+        Ok(self.keys.set_mode(key, mode).map(|binding| match binding {
+            Some(binding) => TabAt::Here(binding),
+            None => TabAt::Nowhere,
+        }))
+    }
+
+    async fn wait_status(
+        &self,
+        key: &str,
+        after: u64,
+        deadline: Instant,
+    ) -> Result<Option<KeyStatus>, StoreError> {
+        Ok(self.keys.wait_change(key, after, deadline).await)
     }
 
     async fn release(&self, key: &str, socket: &TabSocket) {

@@ -28,9 +28,10 @@ use std::future::Future;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use relay_wire::KeyStatus;
+use relay_wire::{Declaration, KeyStatus};
+use tokio::time::Instant;
 
-use self::keys::{Displaced, Proof};
+use self::keys::{Binding, Displaced, NotBound, Proof};
 use self::redis::StoreError;
 use self::track::{Track, TrackError};
 use crate::sockets::TabSocket;
@@ -65,6 +66,18 @@ pub enum Bound {
 pub struct BindOutcome {
     pub bound: Result<Bound, BindError>,
     pub replaced_elsewhere: bool,
+    /// The key's session mode, which the newly bound tab is told.
+    pub mode: Option<Box<str>>,
+}
+
+/// Where the tab of a key whose mode was set is, to tell it.
+pub enum TabAt {
+    /// No tab holds the key now: it is told when it binds.
+    Nowhere,
+    /// A socket of this node.
+    Here(Binding),
+    /// A socket of another node (reached through the adapter).
+    Elsewhere,
 }
 
 /// What the relay keeps about keys, whichever backend keeps it.
@@ -103,6 +116,32 @@ pub trait KeyStore: Send + Sync {
     /// Never fails: with Redis unreachable, the key stays online there until this node writes
     /// its live bindings back, and that writes only live ones.
     fn release(&self, key: &str, socket: &TabSocket) -> impl Future<Output = ()> + Send;
+
+    /// Records what `socket`, which must hold `key`, declared it handles; the key's revision
+    /// after it.
+    fn declare(
+        &self,
+        key: &str,
+        socket: &TabSocket,
+        declared: Declaration,
+    ) -> impl Future<Output = Result<Result<u64, NotBound>, StoreError>> + Send;
+
+    /// Sets the key's session mode; `None` when the key is unknown or revoked, else where its
+    /// tab is.
+    fn set_mode(
+        &self,
+        key: &str,
+        mode: &str,
+    ) -> impl Future<Output = Result<Option<TabAt>, StoreError>> + Send;
+
+    /// The key's status once its declaration revision differs from `after`, or at `deadline`
+    /// as it is; `None` when the key is unknown, removed or revoked meanwhile.
+    fn wait_status(
+        &self,
+        key: &str,
+        after: u64,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<Option<KeyStatus>, StoreError>> + Send;
 
     /// Takes one token from `ip`'s issuance budget; false when it is spent (shared by every node
     /// on Redis).
@@ -183,6 +222,31 @@ impl KeyStore for Store {
 
     async fn release(&self, key: &str, socket: &TabSocket) {
         each!(self, s => s.release(key, socket).await)
+    }
+
+    async fn declare(
+        &self,
+        key: &str,
+        socket: &TabSocket,
+        declared: Declaration,
+    ) -> Result<Result<u64, NotBound>, StoreError> {
+        each!(self, s => s.declare(key, socket, declared).await)
+    }
+
+    async fn set_mode(&self, key: &str, mode: &str) -> Result<Option<TabAt>, StoreError> {
+        each!(self, s => s.set_mode(key, mode).await)
+    }
+
+    async fn wait_status(
+        &self,
+        key: &str,
+        after: u64,
+        deadline: Instant,
+    ) -> Result<Option<KeyStatus>, StoreError> {
+        match self {
+            Store::Memory(s) => s.wait_status(key, after, deadline).await,
+            Store::Redis(s) => Box::pin(s.wait_status(key, after, deadline)).await,
+        }
     }
 
     async fn take_token(&self, ip: IpAddr) -> Result<bool, StoreError> {

@@ -5,13 +5,14 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use relay_wire::{KeyState, KeyStatus};
+use relay_wire::{Declaration, KeyState, KeyStatus};
+use tokio::time::Instant;
 
 use super::claims::{self, Claimed, ReplayBound};
-use super::keys::{Keys, Proof};
+use super::keys::{Keys, NotBound, Proof};
 use super::redis::{self as cluster, Acquired, AgentRate, Cluster, StoreError};
 use super::track::{RedisTrack, Track, TrackError};
-use super::{BindOutcome, Bound, KeyStore, Revocation};
+use super::{BindOutcome, Bound, KeyStore, Revocation, TabAt};
 use crate::sockets::TabSocket;
 
 /// Several nodes: Redis holds every key's state; `local` keeps this node's live bindings and
@@ -78,14 +79,20 @@ impl KeyStore for RedisStore {
         let stored = self.cluster.status(&cluster::rid(key)).await?;
         Ok(stored.map(|s| {
             let now_ms = crate::tokens::unix_now_ms();
-            KeyStatus {
+            let mut status = KeyStatus {
                 ok: true,
                 state: s.state,
                 fingerprint: crate::config::fingerprint(key),
                 since_ms: s.since_ms,
                 grace_ends_ms: (s.state == KeyState::Offline)
                     .then(|| now_ms + s.ttl_ms.unwrap_or(0)),
-            }
+                revision: 0,
+                handles: None,
+                page_tools: None,
+                mode: None,
+            };
+            s.tab.describe(&mut status);
+            status
         }))
     }
 
@@ -114,7 +121,7 @@ impl KeyStore for RedisStore {
             Proof::BareKey => None,
         };
         let sid = socket.id().to_string();
-        let (exp_unix, replaced) = match self
+        let (exp_unix, replaced, mode) = match self
             .cluster
             .bind(&cluster::rid(key), &sid, token_exp)
             .await?
@@ -123,15 +130,21 @@ impl KeyStore for RedisStore {
                 return Ok(BindOutcome {
                     bound: Err(refused),
                     replaced_elsewhere: false,
+                    mode: None,
                 });
             }
             Ok(cluster::Bound::Same) => {
                 return Ok(BindOutcome {
                     bound: Ok(Bound::Same),
                     replaced_elsewhere: false,
+                    mode: None,
                 });
             }
-            Ok(cluster::Bound::Bound { exp_unix, replaced }) => (exp_unix, replaced),
+            Ok(cluster::Bound::Bound {
+                exp_unix,
+                replaced,
+                mode,
+            }) => (exp_unix, replaced, mode),
         };
         let replaced_elsewhere = replaced.is_some_and(|(node, _)| node != self.cluster.node());
         // Redis accepted the bind: the local record follows it.
@@ -147,7 +160,68 @@ impl KeyStore for RedisStore {
         Ok(BindOutcome {
             bound,
             replaced_elsewhere,
+            mode: mode.map(Into::into),
         })
+    }
+
+    async fn declare(
+        &self,
+        key: &str,
+        socket: &TabSocket,
+        declared: Declaration,
+    ) -> Result<Result<u64, NotBound>, StoreError> {
+        let sid = socket.id().to_string();
+        Ok(
+            match self
+                .cluster
+                .declare(&cluster::rid(key), &sid, &declared)
+                .await?
+            {
+                cluster::Declared::Revision(revision) => Ok(revision),
+                cluster::Declared::NotBound => Err(NotBound),
+            },
+        )
+    }
+
+    async fn set_mode(&self, key: &str, mode: &str) -> Result<Option<TabAt>, StoreError> {
+        Ok(match self.cluster.set_mode(&cluster::rid(key), mode).await? {
+            cluster::Place::Unknown => None,
+            cluster::Place::Waiting => Some(TabAt::Nowhere),
+            cluster::Place::Online { node, .. } if node == self.cluster.node() => {
+                Some(match self.local.local_binding(key) {
+                    Some((binding, _)) => TabAt::Here(binding),
+                    // Redis names this node, but the socket is gone: it re-binds somewhere and
+                    // is told the mode then.
+                    None => TabAt::Nowhere,
+                })
+            }
+            cluster::Place::Online { .. } => Some(TabAt::Elsewhere),
+        })
+    }
+
+    async fn wait_status(
+        &self,
+        key: &str,
+        after: u64,
+        deadline: Instant,
+    ) -> Result<Option<KeyStatus>, StoreError> {
+        let rid = cluster::rid(key);
+        // Watching before each read, so no change between the read and the wait is missed.
+        let watch = self.cluster.watch(&rid);
+        loop {
+            let mark = watch.mark();
+            let Some(status) = self.status(key).await? else {
+                return Ok(None);
+            };
+            if status.revision != after || Instant::now() >= deadline {
+                return Ok(Some(status));
+            }
+            tokio::select! {
+                _ = watch.changed_since(mark) => {}
+                _ = tokio::time::sleep(cluster::RECHECK) => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
     }
 
     async fn release(&self, key: &str, socket: &TabSocket) {

@@ -148,6 +148,21 @@ pub struct KeyStatus {
     /// For an offline key: Unix milliseconds when it will be removed unless its tab comes back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grace_ends_ms: Option<u64>,
+    /// Counts the changes of what the tab declared (`voice-agent:handles`); 0 when it never
+    /// did. Ask again with `after` set to it to wait for the next change.
+    #[serde(default)]
+    pub revision: u64,
+    /// The tools the tab handles now, sorted; absent when it never said (it then counts as
+    /// handling every tool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handles: Option<Vec<String>>,
+    /// The tools the tab's page defined with their schemas, as the page sent them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<Object>>))]
+    pub page_tools: Option<Vec<serde_json::Value>>,
+    /// The session mode an agent last set for the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
 }
 
 /// `DELETE /api/voice-agent/keys/{apiKey}` answer.

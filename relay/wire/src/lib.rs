@@ -6,6 +6,7 @@
 mod answer;
 mod bodies;
 mod error;
+mod handles;
 mod names;
 mod secret;
 #[cfg(test)]
@@ -14,6 +15,7 @@ mod tests;
 pub use answer::*;
 pub use bodies::*;
 pub use error::*;
+pub use handles::*;
 pub use names::*;
 pub use secret::*;
 

@@ -20,6 +20,12 @@ pub mod events {
     pub const REVOKED: &str = "voice-agent:revoked";
     /// Relay → tab: an awaited call ended without an answer ([`super::CancelEvent`]).
     pub const CANCEL: &str = "voice-agent:cancel";
+    /// Tab → relay: the tools this tab handles now ([`super::Declaration`]), acknowledged with
+    /// [`super::HandlesAck`].
+    pub const HANDLES: &str = "voice-agent:handles";
+    /// Relay → tab: the session's mode ([`super::ModeEvent`]), on each change and after each
+    /// bind of a key whose mode is set.
+    pub const MODE: &str = "voice-agent:mode";
 }
 
 /// HTTP header names of the agent API.
@@ -63,7 +69,7 @@ pub fn is_tool_name(name: &str) -> bool {
 }
 
 /// Tool names that would collide with the relay's own `voice-agent:*` events.
-const RESERVED_TOOL_NAMES: &[&str] = &["register", "revoked", "cancel"];
+const RESERVED_TOOL_NAMES: &[&str] = &["register", "revoked", "cancel", "handles", "mode"];
 
 /// A routing key read at the edge: `va_` and 64 lowercase hex characters, checked once when a
 /// request is parsed, so nothing further in has to ask again. Its `Debug` prints only the

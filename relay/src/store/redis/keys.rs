@@ -8,9 +8,11 @@ use std::time::Duration;
 use redis::Value;
 
 use super::{
-    Acquired, AgentRate, Bound, Cluster, EVENTS, IdemClaim, NODE_KEYS_PREFIX, NODE_SUSPECT, NODES,
-    ONLINE_EXTRA, Place, Revoked, Slot, StoreError, StoredStatus, ms, rate_window,
+    Acquired, AgentRate, Bound, Cluster, Declared, EVENTS, IdemClaim, NODE_KEYS_PREFIX,
+    NODE_SUSPECT, NODES, ONLINE_EXTRA, Place, Revoked, Slot, StoreError, StoredStatus, ms,
+    rate_window,
 };
+use crate::store::keys::TabInfo;
 use crate::store::lifecycle::BindError;
 use crate::tokens::unix_now_ms;
 
@@ -53,9 +55,12 @@ impl Cluster {
             (Some("bound"), Some(exp)) => Ok(Bound::Bound {
                 exp_unix: exp.parse::<u64>().unwrap_or(0) / 1000,
                 replaced: match (word(2), word(3)) {
-                    (Some(node), Some(sid)) => Some((node.to_owned(), sid.to_owned())),
+                    (Some(node), Some(sid)) if !node.is_empty() => {
+                        Some((node.to_owned(), sid.to_owned()))
+                    }
                     _ => None,
                 },
+                mode: word(4).filter(|m| !m.is_empty()).map(str::to_owned),
             }),
             (Some("err"), Some("revoked")) => Err(BindError::Revoked),
             (Some("err"), Some("token_required")) => Err(BindError::TokenRequired),
@@ -102,12 +107,24 @@ impl Cluster {
 
     pub async fn status(&self, rid: &str) -> Result<Option<StoredStatus>, StoreError> {
         let name = Self::key_name(rid);
-        let ((st, since), ttl): ((Option<String>, Option<u64>), i64) = self
+        type Fields = (
+            Option<String>,
+            Option<u64>,
+            Option<String>,
+            Option<String>,
+            Option<u64>,
+            Option<String>,
+        );
+        let ((st, since, hd, pt, rv, md), ttl): (Fields, i64) = self
             .op(redis::pipe()
                 .cmd("HMGET")
                 .arg(&name)
                 .arg("st")
                 .arg("since")
+                .arg("hd")
+                .arg("pt")
+                .arg("rv")
+                .arg("md")
                 .cmd("PTTL")
                 .arg(&name)
                 .query_async(&mut self.conn.clone()))
@@ -123,7 +140,47 @@ impl Cluster {
             state,
             since_ms: since.unwrap_or(0),
             ttl_ms: u64::try_from(ttl).ok(),
+            tab: TabInfo {
+                revision: rv.unwrap_or(0),
+                declared: hd.map(|hd| relay_wire::Declaration::from_stored(&hd, pt.as_deref())),
+                mode: md.map(Into::into),
+            },
         }))
+    }
+
+    /// Records what the socket `sid` of this node declared for the key it holds.
+    pub async fn declare(
+        &self,
+        rid: &str,
+        sid: &str,
+        declared: &relay_wire::Declaration,
+    ) -> Result<Declared, StoreError> {
+        let mut inv = self.scripts.declare.key(Self::key_name(rid));
+        inv.key(EVENTS);
+        inv.arg(&self.node)
+            .arg(sid)
+            .arg(declared.joined())
+            .arg(declared.page_tools().unwrap_or(""));
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        Ok(match (reply.first().map(String::as_str), reply.get(1)) {
+            (Some("ok" | "same"), Some(rv)) => Declared::Revision(rv.parse().unwrap_or(0)),
+            _ => Declared::NotBound,
+        })
+    }
+
+    /// Sets the key's mode; where its tab is now (`Unknown` for a key gone or revoked).
+    pub async fn set_mode(&self, rid: &str, mode: &str) -> Result<Place, StoreError> {
+        let mut inv = self.scripts.set_mode.key(Self::key_name(rid));
+        inv.arg(mode);
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let mut words = reply.into_iter();
+        Ok(
+            match (words.next().as_deref(), words.next(), words.next()) {
+                (Some("online"), Some(node), Some(sid)) => Place::Online { node, sid },
+                (Some("waiting"), _, _) => Place::Waiting,
+                _ => Place::Unknown,
+            },
+        )
     }
 
     pub async fn lookup(&self, rid: &str) -> Result<Place, StoreError> {

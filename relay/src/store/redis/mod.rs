@@ -84,10 +84,12 @@ pub enum Place {
 pub enum Bound {
     /// This socket already held the key.
     Same,
-    /// Bound; `replaced` names the node and socket that held it before.
+    /// Bound; `replaced` names the node and socket that held it before; `mode` is the mode
+    /// the tab is to be told.
     Bound {
         exp_unix: u64,
         replaced: Option<(String, String)>,
+        mode: Option<String>,
     },
 }
 
@@ -96,6 +98,16 @@ pub struct StoredStatus {
     pub state: relay_wire::KeyState,
     pub since_ms: u64,
     pub ttl_ms: Option<u64>,
+    /// What the tab declared and the mode set for it.
+    pub tab: crate::store::keys::TabInfo,
+}
+
+/// What a declaration found.
+pub enum Declared {
+    /// Recorded (or equal to the stored one); the key's revision.
+    Revision(u64),
+    /// The socket does not hold the key.
+    NotBound,
 }
 
 /// What a revoke found.

@@ -63,6 +63,8 @@ pub(super) struct Scripts {
     pub(super) reassert: Script,
     pub(super) idem_claim: Script,
     pub(super) rate: Script,
+    pub(super) declare: Script,
+    pub(super) set_mode: Script,
 }
 
 impl Scripts {
@@ -103,11 +105,12 @@ if left < 0 then left = 0 end
 redis.call('PEXPIRE', KEYS[1], left + tonumber(ARGV[6]))
 redis.call('SADD', KEYS[2], KEYS[1])
 redis.call('PUBLISH', KEYS[3], KEYS[1])
+local mode = redis.call('HGET', KEYS[1], 'md') or ''
 if st == 'online' then
   if h[2] ~= ARGV[2] then redis.call('SREM', ARGV[7] .. h[2], KEYS[1]) end
-  return {'bound', tostring(exp), h[2], h[3]}
+  return {'bound', tostring(exp), h[2], h[3], mode}
 end
-return {'bound', tostring(exp)}",
+return {'bound', tostring(exp), '', '', mode}",
             ),
             // ARGV: now, node, sid, grace ms
             release: Script::new(&format!(
@@ -205,6 +208,29 @@ local h = redis.call('HMGET', KEYS[1], 'fp', 'status', 'body', 'until')
 if h[1] ~= ARGV[1] then return {'conflict'} end
 if h[2] then return {'done', h[2], h[3]} end
 return {'pending', h[4]}",
+            ),
+            // What a tab declared: only from the socket that holds the key; an equal declaration
+            // changes nothing. ARGV: node, sid, handles (joined), page tools ('' for none)
+            // KEYS: key, events
+            declare: Script::new(
+                r"
+local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'hd', 'pt', 'rv')
+if h[1] ~= 'online' or h[2] ~= ARGV[1] or h[3] ~= ARGV[2] then return {'not_bound'} end
+if h[4] == ARGV[3] and (h[5] or '') == ARGV[4] then return {'same', h[6] or '0'} end
+redis.call('HSET', KEYS[1], 'hd', ARGV[3])
+if ARGV[4] == '' then redis.call('HDEL', KEYS[1], 'pt') else redis.call('HSET', KEYS[1], 'pt', ARGV[4]) end
+local rv = redis.call('HINCRBY', KEYS[1], 'rv', 1)
+redis.call('PUBLISH', KEYS[2], KEYS[1])
+return {'ok', tostring(rv)}",
+            ),
+            // The mode an agent set; where the key's tab is, to tell it. ARGV: mode
+            set_mode: Script::new(
+                r"
+local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
+if not h[1] or h[1] == 'revoked' then return {'unknown'} end
+redis.call('HSET', KEYS[1], 'md', ARGV[1])
+if h[1] == 'online' then return {'online', h[2], h[3]} end
+return {'waiting'}",
             ),
             // ARGV: limit, window ms
             rate: Script::new(&format!(

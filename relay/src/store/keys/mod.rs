@@ -19,6 +19,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+mod tab;
+
+pub use tab::{NotBound, TabInfo};
+
 use crate::config::fingerprint;
 use crate::metrics::Metrics;
 use crate::sockets::TabSocket;
@@ -59,6 +63,9 @@ struct Entry {
     /// Unix ms of the last state change.
     since_ms: u64,
     shared: Arc<KeyShared>,
+    /// What the tab declared and the mode it was told; boxed, so a key whose tab never
+    /// declared holds only the pointer.
+    tab: Option<Box<TabInfo>>,
 }
 
 impl Entry {
@@ -192,6 +199,7 @@ impl Keys {
             token_exp,
             since_ms: unix_now_ms(),
             shared: Arc::default(),
+            tab: None,
         };
         if self.map.insert(key.into(), entry).is_none() {
             self.metrics.known_keys.inc();
@@ -205,6 +213,16 @@ impl Keys {
         proof: Proof,
         socket: &TabSocket,
     ) -> Result<Option<Displaced>, BindError> {
+        self.bind_with_mode(key, proof, socket).map(|(d, _)| d)
+    }
+
+    /// [`Keys::bind`], with the mode the key's tab is to be told (when one is set).
+    pub fn bind_with_mode(
+        &self,
+        key: &str,
+        proof: Proof,
+        socket: &TabSocket,
+    ) -> Result<(Option<Displaced>, Option<Box<str>>), BindError> {
         let now = Instant::now();
         let binding = Binding {
             socket: socket.clone(),
@@ -242,6 +260,7 @@ impl Keys {
                         token_exp,
                         since_ms: unix_now_ms(),
                         shared: Arc::default(),
+                        tab: None,
                     }
                 })
             }
@@ -249,9 +268,10 @@ impl Keys {
         let same_socket = matches!(&entry.state, State::Online(b) if b.sid() == socket.id());
         match lifecycle::apply(Some(entry.facts()), Event::Bind { shown, same_socket }) {
             Transition::Refused(err) => return Err(err),
-            Transition::Stays => return Ok(None),
+            Transition::Stays => return Ok((None, None)),
             Transition::To(_) => {}
         }
+        let mode = entry.tab.as_ref().and_then(|t| t.mode.clone());
         if let Proof::Token { exp } = proof {
             entry.token_exp = entry.token_exp.max(exp_instant(exp));
         }
@@ -279,7 +299,7 @@ impl Keys {
             }
         };
         shared.changed.notify_waiters();
-        Ok(displaced)
+        Ok((displaced, mode))
     }
 
     /// The socket `sid` went away: its key, if still bound to it, goes offline for the grace.
@@ -355,13 +375,21 @@ impl Keys {
             }
             State::Revoked => return None,
         };
-        Some(KeyStatus {
+        let mut status = KeyStatus {
             ok: true,
             state,
             fingerprint: fingerprint(key),
             since_ms: entry.since_ms,
             grace_ends_ms,
-        })
+            revision: 0,
+            handles: None,
+            page_tools: None,
+            mode: None,
+        };
+        if let Some(tab) = &entry.tab {
+            tab.describe(&mut status);
+        }
+        Some(status)
     }
 
     /// Takes one of the key's in-flight slots.
