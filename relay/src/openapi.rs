@@ -9,8 +9,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use relay_wire::{
-    ErrorBody, ErrorCode, ErrorObject, KeyState, KeyStatus, RevokeResponse, TokenRequest,
-    TokenResponse, ToolCallRequest, ToolCallResponse,
+    ErrorBody, ErrorCode, ErrorObject, KeyState, KeyStatus, ModeEvent, ModeResponse,
+    RevokeResponse, TokenRequest, TokenResponse, ToolCallRequest, ToolCallResponse,
 };
 use serde_json::Value;
 use utoipa::Modify;
@@ -42,6 +42,7 @@ use crate::error::{encode, json_response};
         crate::api::tool_call::tool_call_cancel,
         crate::api::keys::key_status,
         crate::api::keys::key_revoke,
+        crate::api::keys::key_mode,
         crate::api::ops::healthz,
         crate::api::ops::readyz,
         crate::api::ops::metrics,
@@ -60,12 +61,14 @@ use crate::error::{encode, json_response};
         KeyState,
         KeyStatus,
         RevokeResponse,
+        ModeEvent,
+        ModeResponse,
         Health,
     )),
     modifiers(&Credentials),
     tags(
         (name = "token", description = "The token service: a LiveKit token and a routing key for one tab"),
-        (name = "agent", description = "The agent API: tool calls to a tab, key state and revoke"),
+        (name = "agent", description = "The agent API: tool calls to a tab, key state, session mode and revoke"),
         (name = "operations", description = "Liveness, readiness, metrics, this document"),
     )
 )]

@@ -13,7 +13,8 @@
 use std::sync::Arc;
 
 use relay_wire::{
-    ErrorCode, ErrorObject, RegisterAck, RevokeReason, RevokedEvent, events, is_api_key,
+    Declaration, ErrorCode, ErrorObject, HandlesAck, ModeEvent, RegisterAck, RevokeReason,
+    RevokedEvent, events, is_api_key,
 };
 use serde_json::Value;
 use socketioxide::SocketIo;
@@ -126,6 +127,7 @@ async fn authenticate<A: RelayAdapter>(
     let tab = A::tab(&s);
     check_token(&tab, &app, auth.ok()).await?;
     s.on(events::REGISTER, on_register::<A>);
+    s.on(events::HANDLES, on_handles::<A>);
     s.on_disconnect(on_disconnect::<A>);
     if s.extensions.get::<HandshakeToken>().is_none() {
         close_if_never_bound(tab, app.config.unbound_socket);
@@ -299,7 +301,58 @@ async fn bind(app: &App, s: &TabSocket, key: &str, proof: Proof) -> Result<(), E
         tracing::info!(key = %Fp(&key), old_sid = %old.binding.sid(), "older tab replaced");
         dismiss(old);
     }
+    if let Some(mode) = outcome.mode {
+        // The session's mode, set before this tab bound: it shows it from the start.
+        let _ = s.emit(events::MODE, &ModeEvent { mode: mode.into() });
+    }
     Ok(())
+}
+
+/// `voice-agent:handles`: the tab says which tools it handles now (the whole set each time) and,
+/// optionally, the tools its page defines. Only the socket that holds a key may declare.
+async fn on_handles<A: RelayAdapter>(
+    s: SocketRef<A>,
+    State(app): State<Arc<App>>,
+    TryData(arg): TryData<Value>,
+    ack: AckSender<A>,
+) {
+    let s = A::tab(&s);
+    let answer = match declare(&app, &s, arg.ok()).await {
+        Ok(revision) => HandlesAck {
+            ok: true,
+            revision: Some(revision),
+            error: None,
+        },
+        Err(error) => HandlesAck {
+            ok: false,
+            revision: None,
+            error: Some(error),
+        },
+    };
+    let _ = ack.send(&answer);
+}
+
+async fn declare(app: &App, s: &TabSocket, arg: Option<Value>) -> Result<u64, ErrorObject> {
+    let Some(BoundKey(key)) = s.extensions().get::<BoundKey>() else {
+        return Err(error_object(
+            ErrorCode::Unauthorized,
+            "bind a key before declaring the tools this tab handles",
+        ));
+    };
+    let max_timeout_ms = u64::try_from(app.config.max_timeout.as_millis()).unwrap_or(u64::MAX);
+    let declared = Declaration::parse(&arg.unwrap_or(Value::Null), max_timeout_ms)
+        .map_err(|why| error_object(ErrorCode::InvalidRequest, why))?;
+    match app.store.declare(&key, s, declared).await {
+        Ok(Ok(revision)) => {
+            tracing::debug!(key = %Fp(&key), revision, "tab declared its tools");
+            Ok(revision)
+        }
+        Ok(Err(_)) => Err(error_object(
+            ErrorCode::Unauthorized,
+            "this socket no longer holds its key",
+        )),
+        Err(_) => Err(unavailable()),
+    }
 }
 
 /// Releases `key` from socket `s` (on this node and, with several nodes, in Redis).

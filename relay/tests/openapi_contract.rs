@@ -103,6 +103,7 @@ async fn the_document_describes_every_operation_and_the_error_table() {
         ("POST", "/api/voice-agent/tool-call"),
         ("POST", "/api/voice-agent/tool-call/cancel"),
         ("POST", "/token"),
+        ("PUT", "/api/voice-agent/keys/{apiKey}/mode"),
     ]
     .iter()
     .map(|(m, p)| (m.to_string(), p.to_string()))

@@ -1,11 +1,13 @@
 //! One suite for every key store: the same cases run unchanged against the in-memory store and
 //! against the Redis store on a real `redis-server` (started here on a free port); and the Redis
 //! scripts walked through the lifecycle table (`relay::store::lifecycle`). The cases with tabs
-//! (binding, replacing, the grace, in-flight slots, finding the tab) are in `binding.rs`, on real
-//! sockets (`tabs.rs`).
+//! (binding, replacing, the grace, in-flight slots, finding the tab) are in `binding.rs`, what a
+//! tab declares and the session mode in `declare.rs`, on real sockets (`tabs.rs`).
 
 #[path = "store_conformance/binding.rs"]
 mod binding;
+#[path = "store_conformance/declare.rs"]
+mod declare;
 #[path = "store_conformance/tabs.rs"]
 mod tabs;
 
@@ -57,6 +59,7 @@ fn in_an_hour() -> u64 {
 async fn suite(store: &impl KeyStore) {
     let tabs = tabs::Tabs::start();
     binding::cases(store, &tabs).await;
+    declare::cases(store, &tabs).await;
     unknown_key(store).await;
     issue_then_status(store).await;
     revoke_leaves_a_tombstone(store).await;

@@ -1,6 +1,7 @@
 // The tab's half of the voice-agent relay: fetch a token, connect with it in the Socket.IO
-// handshake (so every reconnect re-binds the key), and run the page's tool handlers with the
-// answers in the relay's envelope. No global state; usable from any framework.
+// handshake (so every reconnect re-binds the key), tell the relay which tools this tab handles
+// (so the agent is offered only those), follow the session's mode, and run the page's tool
+// handlers with the answers in the relay's envelope. No global state; usable from any framework.
 
 import { io, type Socket } from 'socket.io-client';
 
@@ -26,6 +27,34 @@ export interface CallMeta {
 }
 
 export type ToolHandler = (params: any, meta: CallMeta) => unknown | Promise<unknown>;
+
+/**
+ * A tool the page defines itself, brought with its handler (`handle(name, spec, handler)`). The
+ * agent is offered it only when the worker runs with `WORKER_PAGE_TOOLS=true`, and never in
+ * place of a catalog tool of the same name.
+ */
+export interface ToolSpec {
+  /** What the tool does, for the agent's model (1 to 1024 characters). */
+  description: string;
+  /** JSON Schema of the arguments (an object schema). */
+  parameters: Record<string, unknown>;
+  /** JSON Schema of the result, when the page promises one. */
+  outputSchema?: Record<string, unknown>;
+  /** True when the agent waits for the handler's result (the default: true). */
+  awaitResult?: boolean;
+  /** How long the agent waits for the result, ms. */
+  timeoutMs?: number;
+  /** The session modes it is offered in; all modes when absent. */
+  modes?: string[];
+}
+
+/** The relay's answer to a declaration of the tools this tab handles. */
+export interface Declared {
+  ok: boolean;
+  /** Counts the changes of this key's declaration. */
+  revision?: number;
+  error?: ErrorObject;
+}
 
 export type ConnectionState =
   | 'idle'
@@ -53,6 +82,10 @@ export interface ClientEvents {
   cancel: (callId: string) => void;
   /** A handler failed; the agent got `tool_failed`. */
   error: (toolName: string, error: ErrorObject) => void;
+  /** The session's mode changed (the agent moved to another phase), or was learnt on bind. */
+  mode: (mode: string) => void;
+  /** The relay answered a declaration of the tools this tab handles. */
+  declared: (answer: Declared) => void;
 }
 
 export interface ClientOptions {
@@ -90,7 +123,54 @@ export class ToolError extends Error {
 }
 
 const PREFIX = 'voice-agent:';
-const RESERVED = new Set(['voice-agent:cancel', 'voice-agent:revoked', 'voice-agent:register']);
+/** Event names of the protocol itself; no tool may be called so. */
+const RESERVED_NAMES = ['register', 'revoked', 'cancel', 'handles', 'mode'];
+const RESERVED = new Set(RESERVED_NAMES.map((n) => PREFIX + n));
+/** A tool name the relay accepts: a letter, then up to 63 letters, digits, `_` or `-`. */
+const TOOL_NAME = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
+const MODE_ID = /^[A-Za-z0-9_-]{1,64}$/;
+/** Bounds the relay puts on a declaration (it refuses more). */
+const MAX_PAGE_TOOLS = 32;
+const MAX_PAGE_TOOLS_BYTES = 16 * 1024;
+const MAX_DESCRIPTION = 1024;
+/** How long the relay has to acknowledge a declaration before it is sent again. */
+const DECLARE_TIMEOUT_MS = 5000;
+
+/** Throws unless `name` is a tool name the relay accepts and not one of the protocol's events. */
+export function checkToolName(name: string): void {
+  if (typeof name !== 'string' || !TOOL_NAME.test(name)) {
+    throw new TypeError(`${JSON.stringify(name)} is not a tool name (a letter, then up to 63 letters, digits, _ or -)`);
+  }
+  if (RESERVED_NAMES.includes(name)) {
+    throw new TypeError(`${name} is a name of the relay's protocol, not a tool`);
+  }
+}
+
+/** Throws with the field at fault unless `spec` is a page tool definition the relay accepts. */
+export function checkToolSpec(name: string, spec: ToolSpec): void {
+  const at = (field: string, why: string) => new TypeError(`tool ${name}: ${field} ${why}`);
+  if (typeof spec !== 'object' || spec === null) throw at('spec', 'must be an object');
+  const known = ['description', 'parameters', 'outputSchema', 'awaitResult', 'timeoutMs', 'modes'];
+  const extra = Object.keys(spec).find((k) => !known.includes(k));
+  if (extra) throw at(extra, `is not a field of a tool (expected ${known.join(', ')})`);
+  if (typeof spec.description !== 'string' || !spec.description.trim() || [...spec.description].length > MAX_DESCRIPTION) {
+    throw at('description', `must be a string of 1 to ${MAX_DESCRIPTION} characters`);
+  }
+  const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v);
+  if (!isObject(spec.parameters)) throw at('parameters', 'must be a JSON Schema object');
+  if (spec.parameters.type !== undefined && spec.parameters.type !== 'object') {
+    throw at('parameters', 'must describe an object (type "object")');
+  }
+  if (spec.outputSchema !== undefined && !isObject(spec.outputSchema)) throw at('outputSchema', 'must be a JSON Schema object');
+  if (spec.awaitResult !== undefined && typeof spec.awaitResult !== 'boolean') throw at('awaitResult', 'must be true or false');
+  if (spec.timeoutMs !== undefined && !(Number.isInteger(spec.timeoutMs) && spec.timeoutMs > 0)) {
+    throw at('timeoutMs', 'must be a positive integer of milliseconds');
+  }
+  if (spec.modes !== undefined && !(Array.isArray(spec.modes) && spec.modes.length <= 32 && spec.modes.every((m) => typeof m === 'string' && MODE_ID.test(m)))) {
+    throw at('modes', 'must be an array of at most 32 mode ids');
+  }
+  if (JSON.stringify(spec).length > MAX_PAGE_TOOLS_BYTES) throw at('spec', `is larger than ${MAX_PAGE_TOOLS_BYTES} bytes`);
+}
 
 interface Pending {
   controller: AbortController;
@@ -103,12 +183,20 @@ type Ack = (answer: unknown) => void;
 export class VoiceRelayClient {
   private readonly opts: Required<Pick<ClientOptions, 'transports' | 'tokenTimeoutMs'>> & ClientOptions;
   private readonly handlers = new Map<string, ToolHandler>();
+  private readonly specs = new Map<string, ToolSpec>();
+  private currentMode: string | null = null;
+  /** The declaration the relay last acknowledged on this connection (JSON), and one in flight. */
+  private declaredJson: string | null = null;
+  private declaring = false;
+  private declareQueued = false;
   private readonly listeners: { [K in keyof ClientEvents]: Set<ClientEvents[K]> } = {
     state: new Set(),
     revoked: new Set(),
     call: new Set(),
     cancel: new Set(),
     error: new Set(),
+    mode: new Set(),
+    declared: new Set(),
   };
   private readonly pending = new Map<string, Pending>();
   private socket: Socket | null = null;
@@ -130,12 +218,83 @@ export class VoiceRelayClient {
     return this.tokenInfo;
   }
 
-  /** Registers the handler for `toolName`; returns a function that removes it. */
-  handle(toolName: string, handler: ToolHandler): () => void {
+  /** The session's mode as the agent side last set it; null until the relay says. */
+  get mode(): string | null {
+    return this.currentMode;
+  }
+
+  /** The tools this tab handles now, sorted. */
+  get tools(): string[] {
+    return [...this.handlers.keys()].sort();
+  }
+
+  /**
+   * Registers the handler for `toolName`; returns a function that removes it. With a `spec`, the
+   * page also defines the tool (description and JSON Schema) for agents that accept page tools.
+   * The relay is told the tabs' whole set of tools after each change (coalesced) and each bind.
+   * Throws on a name the relay would refuse or a spec it would refuse.
+   */
+  handle(toolName: string, handler: ToolHandler): () => void;
+  handle(toolName: string, spec: ToolSpec, handler: ToolHandler): () => void;
+  handle(toolName: string, specOrHandler: ToolSpec | ToolHandler, maybeHandler?: ToolHandler): () => void {
+    checkToolName(toolName);
+    const handler = typeof specOrHandler === 'function' ? specOrHandler : maybeHandler;
+    const spec = typeof specOrHandler === 'function' ? undefined : specOrHandler;
+    if (typeof handler !== 'function') throw new TypeError(`tool ${toolName}: the handler must be a function`);
+    if (spec) {
+      checkToolSpec(toolName, spec);
+      const others = [...this.specs].filter(([n]) => n !== toolName);
+      if (others.length >= MAX_PAGE_TOOLS) throw new TypeError(`a page may define at most ${MAX_PAGE_TOOLS} tools`);
+    }
     this.handlers.set(toolName, handler);
+    if (spec) this.specs.set(toolName, { ...spec });
+    else this.specs.delete(toolName);
+    this.scheduleDeclare();
     return () => {
-      if (this.handlers.get(toolName) === handler) this.handlers.delete(toolName);
+      if (this.handlers.get(toolName) !== handler) return;
+      this.handlers.delete(toolName);
+      this.specs.delete(toolName);
+      this.scheduleDeclare();
     };
+  }
+
+  /** The declaration of this tab's tools as the relay receives it. */
+  private declaration(): { tools: string[]; pageTools?: unknown[] } {
+    const tools = this.tools;
+    const pageTools = tools.filter((n) => this.specs.has(n)).map((name) => ({ name, ...this.specs.get(name) }));
+    return pageTools.length ? { tools, pageTools } : { tools };
+  }
+
+  /** Sends the declaration after the current task (several changes make one), one at a time. */
+  private scheduleDeclare(): void {
+    if (this.declareQueued) return;
+    this.declareQueued = true;
+    queueMicrotask(() => {
+      this.declareQueued = false;
+      void this.declare();
+    });
+  }
+
+  private async declare(): Promise<void> {
+    const socket = this.socket;
+    if (this.declaring || !socket?.connected) return;
+    const payload = this.declaration();
+    const json = JSON.stringify(payload);
+    if (json === this.declaredJson) return;
+    this.declaring = true;
+    let answer: Declared;
+    try {
+      answer = (await socket.timeout(DECLARE_TIMEOUT_MS).emitWithAck('voice-agent:handles', payload)) as Declared;
+    } catch {
+      answer = { ok: false, error: { code: 'timeout', message: 'the relay did not acknowledge the tools in time' } };
+    }
+    this.declaring = false;
+    if (socket !== this.socket) return;
+    if (answer?.ok) this.declaredJson = json;
+    else console.warn('voice-relay: the relay refused this tab\'s tools:', answer?.error?.message);
+    this.emit('declared', answer);
+    // Changed while in flight: send the newer set (a refused one is not sent again as is).
+    if (socket.connected && JSON.stringify(this.declaration()) !== json) this.scheduleDeclare();
   }
 
   on<K extends keyof ClientEvents>(event: K, listener: ClientEvents[K]): () => void {
@@ -194,6 +353,11 @@ export class VoiceRelayClient {
     socket.on('voice-agent:cancel', (p: { callId?: string }) => {
       if (p?.callId) this.cancelCall(p.callId, 'cancelled by the relay');
     });
+    socket.on('voice-agent:mode', (p: { mode?: unknown }) => {
+      if (typeof p?.mode !== 'string' || p.mode === this.currentMode) return;
+      this.currentMode = p.mode;
+      this.emit('mode', p.mode);
+    });
     socket.on('voice-agent:revoked', (p: { reason?: string }) => {
       const reason = p?.reason ?? 'revoked';
       this.abortAll(`key ${reason}`);
@@ -201,6 +365,8 @@ export class VoiceRelayClient {
       this.emit('revoked', reason);
     });
     socket.on('disconnect', (reason) => {
+      // A new connection binds anew: it declares again.
+      this.declaredJson = null;
       if (this.currentState === 'revoked' || this.currentState === 'stopped') return;
       this.setState('reconnecting', reason);
       // socket.io-client retries by itself except after a server-side disconnect; the relay
@@ -226,6 +392,7 @@ export class VoiceRelayClient {
       starting.signal.addEventListener('abort', onStop);
       socket.on('connect', () => {
         this.setState('bound');
+        this.scheduleDeclare();
         if (first) {
           settle();
           resolve(token);

@@ -10,7 +10,7 @@ pub(crate) mod tool_call;
 pub use ops::Health;
 pub use tool_call::{CancelRequest, CancelResponse};
 
-use keys::{key_revoke, key_status};
+use keys::{key_mode, key_revoke, key_status};
 use ops::{healthz, metrics, readyz};
 use token::{token_get, token_post};
 use tool_call::{tool_call, tool_call_cancel};
@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use axum::extract::Request;
 use axum::http::{HeaderMap, header};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Extension, Router};
 use bytes::Bytes;
 use relay_wire::{ErrorCode, is_api_key};
@@ -37,6 +37,7 @@ pub fn routes() -> Router<Arc<App>> {
             "/api/voice-agent/keys/{api_key}",
             get(key_status).delete(key_revoke),
         )
+        .route("/api/voice-agent/keys/{api_key}/mode", put(key_mode))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))

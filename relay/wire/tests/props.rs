@@ -180,7 +180,12 @@ proptest! {
         let meta = CallMeta { call_id: call_id.clone(), expects_result: expects, deadline_ms: deadline };
         prop_assert_eq!(serde_json::from_str::<CallMeta>(&serde_json::to_string(&meta).unwrap()).unwrap(), meta);
         let state = [KeyState::Issued, KeyState::Online, KeyState::Offline][state as usize];
-        let status = KeyStatus { ok, state, fingerprint: call_id, since_ms: since, grace_ends_ms: grace };
+        let handles = deadline.map(|n| vec![format!("tool{}", n % 7)]);
+        let mode = grace.map(|n| format!("mode{}", n % 5));
+        let status = KeyStatus {
+            ok, state, fingerprint: call_id, since_ms: since, grace_ends_ms: grace,
+            revision: since / 2, handles, page_tools: None, mode,
+        };
         prop_assert_eq!(serde_json::from_str::<KeyStatus>(&serde_json::to_string(&status).unwrap()).unwrap(), status);
         let ack = RegisterAck { ok, error: (!ok).then(|| ErrorObject { code: "unauthorized".into(), message: "m".into() }) };
         prop_assert_eq!(serde_json::from_str::<RegisterAck>(&serde_json::to_string(&ack).unwrap()).unwrap(), ack);

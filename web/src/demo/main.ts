@@ -43,6 +43,9 @@ const ui = {
   devIdentity: $('dev-identity'),
   devRoom: $('dev-room'),
   devKey: $('dev-key'),
+  mode: $('mode'),
+  notesList: $('notes-list'),
+  notesEmpty: $('notes-empty'),
 };
 
 const POPOVER_MS = 5000;
@@ -117,6 +120,10 @@ async function startSession(): Promise<void> {
     }
   });
   c.on('cancel', () => announce('The agent cancelled the request'));
+  c.on('mode', (mode) => {
+    ui.mode.dataset.mode = mode;
+    ui.mode.textContent = `Phase: ${mode}`;
+  });
   // Still inside the user's click or key press: audio may start.
   voice.prepare();
   ui.headset.setAttribute('aria-pressed', 'true');
@@ -374,7 +381,61 @@ async function showCard(
   return { success: true, cardId: card.id, reversed: params.reversed };
 }
 
+const MAX_NOTES = 20;
+const TONES = ['info', 'success', 'warning'];
+
+/** The catalog's `pin_note`: a note that stays until the user dismisses it. */
+function pinNote(params: { text?: unknown; tone?: unknown }): { pinned: true; notes: number } {
+  const text = str(params?.text, 'text', 280).trim();
+  if (!text) throw new ToolError('invalid_arguments', 'text must not be empty');
+  const tone = params?.tone === undefined ? 'info' : params.tone;
+  if (typeof tone !== 'string' || !TONES.includes(tone)) {
+    throw new ToolError('invalid_arguments', `tone must be one of ${TONES.join(', ')}`);
+  }
+  const item = document.createElement('li');
+  item.className = 'note';
+  item.dataset.tone = tone;
+  const body = document.createElement('p');
+  body.textContent = text;
+  const dismiss = document.createElement('button');
+  dismiss.type = 'button';
+  dismiss.textContent = 'Dismiss';
+  dismiss.setAttribute('aria-label', `Dismiss note: ${text.slice(0, 60)}`);
+  dismiss.addEventListener('click', () => {
+    item.remove();
+    ui.notesEmpty.hidden = ui.notesList.childElementCount > 0;
+  });
+  item.append(body, dismiss);
+  ui.notesList.prepend(item);
+  while (ui.notesList.childElementCount > MAX_NOTES) ui.notesList.lastElementChild?.remove();
+  ui.notesEmpty.hidden = true;
+  return { pinned: true, notes: ui.notesList.childElementCount };
+}
+
+/** A tool this page defines itself (offered when the worker accepts page tools). */
+const SET_THEME = {
+  description: 'Switch the page between its dark and light colour themes, when the user asks for it.',
+  parameters: {
+    type: 'object',
+    properties: { theme: { type: 'string', enum: ['dark', 'light'], description: 'The theme to show' } },
+    required: ['theme'],
+    additionalProperties: false,
+  },
+  awaitResult: true,
+  timeoutMs: 5000,
+};
+
+function setTheme(params: { theme?: unknown }): { theme: string } {
+  const theme = params?.theme;
+  if (theme !== 'dark' && theme !== 'light') throw new ToolError('invalid_arguments', 'theme must be dark or light');
+  document.body.dataset.theme = theme;
+  announce(`Switched to the ${theme} theme`);
+  return { theme };
+}
+
 function registerTools(c: VoiceRelayClient): void {
+  c.handle('pin_note', (p) => pinNote(p ?? {}));
+  c.handle('set_theme', SET_THEME, (p) => setTheme(p ?? {}));
   c.handle('OpenPopover', (p) => openPopover(p ?? {}));
   c.handle('present_to_cassette', (p) => presentToCassette(p ?? {}));
   c.handle('loading_status', (p) => loadingStatus(p ?? {}));

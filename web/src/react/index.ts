@@ -1,6 +1,8 @@
 // React bindings for the voice-agent relay: <VoiceRelayProvider> owns one VoiceRelayClient for
-// its lifetime, useVoiceRelay() reads the connection and voice state, and useToolHandler()
-// answers a tool while its component is mounted. A thin layer: the client does the protocol.
+// its lifetime, useVoiceRelay() reads the connection and voice state, useMode() the session's
+// mode, and useToolHandler() answers a tool while its component is mounted (and tells the relay
+// so: the agent is offered only the tools mounted components handle). A thin layer: the client
+// does the protocol.
 //
 // Strict mode: React may render the provider twice and run its effects mount → unmount → mount.
 // The client is created in a state initializer (its constructor does no I/O), start() is a no-op
@@ -21,12 +23,12 @@ import {
   useState,
   useSyncExternalStore,
 } from 'react';
-import type { CallMeta, ClientOptions, ConnectionState, TokenInfo, VoiceRelayClient } from '../client.js';
+import type { CallMeta, ClientOptions, ConnectionState, TokenInfo, ToolSpec, VoiceRelayClient } from '../client.js';
 import { RelayStore, type ToolCallHandler } from './store.js';
 import type { VoiceOptions, VoiceSnapshot, VoiceState } from './voice.js';
 
 export { ToolError, VoiceRelayClient } from '../client.js';
-export type { CallMeta, ClientEvents, ClientOptions, ConnectionState, ErrorObject, TokenInfo } from '../client.js';
+export type { CallMeta, ClientEvents, ClientOptions, ConnectionState, Declared, ErrorObject, TokenInfo, ToolSpec } from '../client.js';
 export type { ToolCallHandler } from './store.js';
 export type { VoiceOptions, VoiceSnapshot, VoiceState } from './voice.js';
 
@@ -127,14 +129,41 @@ export function useVoiceRelay(): VoiceRelay {
  *
  * The latest `handler` is always the one called; changing it does not re-register.
  */
-export function useToolHandler<P = unknown, R = unknown>(toolName: string, handler: ToolCallHandler<P, R>): void {
+export function useToolHandler<P = unknown, R = unknown>(toolName: string, handler: ToolCallHandler<P, R>): void;
+/**
+ * The same, for a tool the page defines itself: `spec` (description, JSON Schema) is sent with
+ * the tools this tab handles. The spec is read when the component mounts or `toolName` changes.
+ */
+export function useToolHandler<P = unknown, R = unknown>(
+  toolName: string,
+  spec: ToolSpec,
+  handler: ToolCallHandler<P, R>,
+): void;
+export function useToolHandler<P = unknown, R = unknown>(
+  toolName: string,
+  specOrHandler: ToolSpec | ToolCallHandler<P, R>,
+  maybeHandler?: ToolCallHandler<P, R>,
+): void {
   const store = useStore('useToolHandler');
+  const handler = (typeof specOrHandler === 'function' ? specOrHandler : maybeHandler) as ToolCallHandler<P, R>;
+  const spec = typeof specOrHandler === 'function' ? undefined : specOrHandler;
   const latest = useRef(handler);
+  const latestSpec = useRef(spec);
   useIsomorphicLayoutEffect(() => {
     latest.current = handler;
+    latestSpec.current = spec;
   });
   useEffect(() => {
     const entry = { current: (params: P, meta: CallMeta) => latest.current(params, meta) };
-    return store.addHandler(toolName, entry);
+    return store.addHandler(toolName, entry, latestSpec.current);
   }, [store, toolName]);
+}
+
+/**
+ * The session's mode (the agent's current phase, e.g. `default`, `reading`), as the agent side
+ * last set it; null until the relay says. Re-renders when it changes.
+ */
+export function useMode(): string | null {
+  const store = useStore('useMode');
+  return useSyncExternalStore(store.subscribeMode, store.getMode, store.getMode);
 }

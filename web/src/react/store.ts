@@ -3,7 +3,7 @@
 // useSyncExternalStore. Creating a RelayStore has no side effect (no socket, no fetch), so React
 // may create and drop one during a render; only `start()` touches the network.
 
-import { type CallMeta, type ClientOptions, type ConnectionState, type TokenInfo, VoiceRelayClient } from '../client.js';
+import { type CallMeta, type ClientOptions, type ConnectionState, type TokenInfo, type ToolSpec, VoiceRelayClient } from '../client.js';
 import { VoiceConnection, type VoiceOptions } from './voice.js';
 
 export interface ConnectionSnapshot {
@@ -50,6 +50,11 @@ export class RelayStore {
 
   readonly getSnapshot = (): ConnectionSnapshot => this.snapshot;
 
+  /** Subscribes to the session's mode (see `getMode`). */
+  readonly subscribeMode = (listener: () => void): (() => void) => this.client.on('mode', listener);
+
+  readonly getMode = (): string | null => this.client.mode;
+
   /** Fetches a token and binds, unless a session is already running. */
   start(): void {
     this.wanted = true;
@@ -86,15 +91,17 @@ export class RelayStore {
    * Adds a component's handler for `toolName`; the returned function removes exactly that
    * registration. The client holds one dispatcher per tool, present while any handler is.
    */
-  addHandler(toolName: string, entry: HandlerEntry): () => void {
+  addHandler(toolName: string, entry: HandlerEntry, spec?: ToolSpec): () => void {
     let stack = this.stacks.get(toolName);
-    if (!stack) {
-      const mine: HandlerEntry[] = [];
+    if (!stack || spec) {
+      // A new tool, or one whose page definition comes with this component: (re)register it.
+      const mine: HandlerEntry[] = stack ?? [];
       stack = mine;
       this.stacks.set(toolName, mine);
+      const dispatch = (params: unknown, meta: CallMeta) => mine[mine.length - 1].current(params, meta);
       this.removers.set(
         toolName,
-        this.client.handle(toolName, (params: unknown, meta: CallMeta) => mine[mine.length - 1].current(params, meta)),
+        spec ? this.client.handle(toolName, spec, dispatch) : this.client.handle(toolName, dispatch),
       );
     }
     const own = stack;
