@@ -8,8 +8,7 @@ use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use relay_wire::{
-    ErrorBody, KeyStatus, ModeEvent, ModeResponse, RevokeReason, RevokeResponse, events,
-    is_mode_id,
+    ErrorBody, KeyStatus, ModeEvent, ModeResponse, RevokeReason, RevokeResponse, events, is_mode_id,
 };
 use serde::Deserialize;
 

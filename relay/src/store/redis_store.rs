@@ -184,19 +184,21 @@ impl KeyStore for RedisStore {
     }
 
     async fn set_mode(&self, key: &str, mode: &str) -> Result<Option<TabAt>, StoreError> {
-        Ok(match self.cluster.set_mode(&cluster::rid(key), mode).await? {
-            cluster::Place::Unknown => None,
-            cluster::Place::Waiting => Some(TabAt::Nowhere),
-            cluster::Place::Online { node, .. } if node == self.cluster.node() => {
-                Some(match self.local.local_binding(key) {
-                    Some((binding, _)) => TabAt::Here(binding),
-                    // Redis names this node, but the socket is gone: it re-binds somewhere and
-                    // is told the mode then.
-                    None => TabAt::Nowhere,
-                })
-            }
-            cluster::Place::Online { .. } => Some(TabAt::Elsewhere),
-        })
+        Ok(
+            match self.cluster.set_mode(&cluster::rid(key), mode).await? {
+                cluster::Place::Unknown => None,
+                cluster::Place::Waiting => Some(TabAt::Nowhere),
+                cluster::Place::Online { node, .. } if node == self.cluster.node() => {
+                    Some(match self.local.local_binding(key) {
+                        Some((binding, _)) => TabAt::Here(binding),
+                        // Redis names this node, but the socket is gone: it re-binds somewhere and
+                        // is told the mode then.
+                        None => TabAt::Nowhere,
+                    })
+                }
+                cluster::Place::Online { .. } => Some(TabAt::Elsewhere),
+            },
+        )
     }
 
     async fn wait_status(

@@ -35,7 +35,12 @@ async fn a_declaration_is_kept_and_counted(store: &impl KeyStore, tabs: &Tabs) {
     store.bind(&key, token(), &a).await.unwrap().bound.unwrap();
     let status = store.status(&key).await.unwrap().unwrap();
     assert_eq!(
-        (status.revision, status.handles, status.page_tools, status.mode),
+        (
+            status.revision,
+            status.handles,
+            status.page_tools,
+            status.mode
+        ),
         (0, None, None, None),
         "never declared: handles every tool"
     );
@@ -65,7 +70,11 @@ async fn a_declaration_is_kept_and_counted(store: &impl KeyStore, tabs: &Tabs) {
     let none = declaration(json!({"tools": []}));
     assert_eq!(store.declare(&key, &a, none).await.unwrap(), Ok(3));
     let status = store.status(&key).await.unwrap().unwrap();
-    assert_eq!(status.handles, Some(vec![]), "an empty set is not 'never said'");
+    assert_eq!(
+        status.handles,
+        Some(vec![]),
+        "an empty set is not 'never said'"
+    );
     assert_eq!(status.page_tools, None);
 }
 
@@ -105,7 +114,11 @@ async fn only_the_holding_socket_declares(store: &impl KeyStore, tabs: &Tabs) {
 
 async fn the_mode_waits_for_the_next_bind(store: &impl KeyStore, tabs: &Tabs) {
     assert!(
-        store.set_mode(&fresh_key(), "default").await.unwrap().is_none(),
+        store
+            .set_mode(&fresh_key(), "default")
+            .await
+            .unwrap()
+            .is_none(),
         "unknown key"
     );
     let key = fresh_key();
@@ -143,7 +156,13 @@ async fn the_mode_waits_for_the_next_bind(store: &impl KeyStore, tabs: &Tabs) {
 async fn a_wait_ends_at_the_change_or_the_deadline(store: &impl KeyStore, tabs: &Tabs) {
     let missing = fresh_key();
     let soon = Instant::now() + Duration::from_millis(100);
-    assert!(store.wait_status(&missing, 0, soon).await.unwrap().is_none());
+    assert!(
+        store
+            .wait_status(&missing, 0, soon)
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     let key = fresh_key();
     let a = tabs.socket();

@@ -61,7 +61,9 @@ impl Declaration {
             .keys()
             .find(|k| !["tools", "pageTools"].contains(&k.as_str()))
         {
-            return Err(format!("unknown field {other:?} (expected tools, pageTools)"));
+            return Err(format!(
+                "unknown field {other:?} (expected tools, pageTools)"
+            ));
         }
         let Some(tools) = object.get("tools").and_then(Value::as_array) else {
             return Err("tools must be an array of tool names".into());
@@ -266,7 +268,9 @@ mod tests {
     #[test]
     fn every_bound_is_refused_with_its_field() {
         let many: Vec<String> = (0..=MAX_HANDLES).map(|i| format!("t{i}")).collect();
-        let many_pages: Vec<Value> = (0..=MAX_PAGE_TOOLS).map(|i| tool(&format!("t{i}"))).collect();
+        let many_pages: Vec<Value> = (0..=MAX_PAGE_TOOLS)
+            .map(|i| tool(&format!("t{i}")))
+            .collect();
         let mut huge = tool("t0");
         huge["parameters"]["description"] = json!("x".repeat(MAX_PAGE_TOOLS_BYTES));
         let cases = [
@@ -274,18 +278,51 @@ mod tests {
             (json!({"tool": []}), "unknown field \"tool\""),
             (json!({"tools": "a"}), "tools must be an array"),
             (json!({"tools": many}), "more than 256"),
-            (json!({"tools": ["ok", "bad name"]}), "tools[1] is not a tool name"),
+            (
+                json!({"tools": ["ok", "bad name"]}),
+                "tools[1] is not a tool name",
+            ),
             (json!({"tools": ["handles"]}), "tools[0] is not a tool name"),
-            (json!({"tools": ["a"], "pageTools": {}}), "pageTools must be an array"),
-            (json!({"tools": many.iter().take(40).collect::<Vec<_>>(), "pageTools": many_pages}), "more than 32"),
-            (json!({"tools": ["zoom"], "pageTools": [tool("other")]}), "must also be listed in tools"),
-            (json!({"tools": ["zoom"], "pageTools": [tool("zoom"), tool("zoom")]}), "defined twice"),
-            (json!({"tools": ["zoom"], "pageTools": [{"name": "zoom", "description": "", "parameters": {}}]}), "pageTools[0].description"),
-            (json!({"tools": ["zoom"], "pageTools": [{"name": "zoom", "description": "z", "parameters": 5}]}), "pageTools[0].parameters"),
-            (json!({"tools": ["zoom"], "pageTools": [{"name": "zoom", "description": "z", "parameters": {}, "timeoutMs": 0}]}), "pageTools[0].timeoutMs"),
-            (json!({"tools": ["zoom"], "pageTools": [{"name": "zoom", "description": "z", "parameters": {}, "modes": ["a b"]}]}), "pageTools[0].modes"),
-            (json!({"tools": ["zoom"], "pageTools": [{"name": "zoom", "description": "z", "parameters": {}, "extra": 1}]}), "unknown field \"extra\""),
-            (json!({"tools": ["t0"], "pageTools": [huge]}), "larger than 16384 bytes"),
+            (
+                json!({"tools": ["a"], "pageTools": {}}),
+                "pageTools must be an array",
+            ),
+            (
+                json!({"tools": many.iter().take(40).collect::<Vec<_>>(), "pageTools": many_pages}),
+                "more than 32",
+            ),
+            (
+                json!({"tools": ["zoom"], "pageTools": [tool("other")]}),
+                "must also be listed in tools",
+            ),
+            (
+                json!({"tools": ["zoom"], "pageTools": [tool("zoom"), tool("zoom")]}),
+                "defined twice",
+            ),
+            (
+                json!({"tools": ["zoom"], "pageTools": [{"name": "zoom", "description": "", "parameters": {}}]}),
+                "pageTools[0].description",
+            ),
+            (
+                json!({"tools": ["zoom"], "pageTools": [{"name": "zoom", "description": "z", "parameters": 5}]}),
+                "pageTools[0].parameters",
+            ),
+            (
+                json!({"tools": ["zoom"], "pageTools": [{"name": "zoom", "description": "z", "parameters": {}, "timeoutMs": 0}]}),
+                "pageTools[0].timeoutMs",
+            ),
+            (
+                json!({"tools": ["zoom"], "pageTools": [{"name": "zoom", "description": "z", "parameters": {}, "modes": ["a b"]}]}),
+                "pageTools[0].modes",
+            ),
+            (
+                json!({"tools": ["zoom"], "pageTools": [{"name": "zoom", "description": "z", "parameters": {}, "extra": 1}]}),
+                "unknown field \"extra\"",
+            ),
+            (
+                json!({"tools": ["t0"], "pageTools": [huge]}),
+                "larger than 16384 bytes",
+            ),
         ];
         for (payload, expected) in cases {
             let err = parse(payload.clone()).expect_err(expected);
