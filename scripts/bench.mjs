@@ -81,6 +81,8 @@ const scenarios = [
   awaitedAt(2000),
   awaitedAt(10000),
   { id: 'idle_10k', title: '10,000 idle tabs, then one 32 KiB emit to each', args: ['--tabs', '10000', '--agents', '0', '--settle-secs', '3', '--big-emit-bytes', '32768'], idle: true },
+  // The relay only: the reference design has no declaration of a tab's tools.
+  { id: 'idle_10k_handles', title: '10,000 idle tabs, each declaring 8 tools', args: ['--tabs', '10000', '--agents', '0', '--settle-secs', '3', '--handles', '8'], idle: true, servers: ['relay'] },
   ...(with50k ? [{ id: 'idle_max', title: `${maxIdleTabs} idle tabs`, args: ['--tabs', String(maxIdleTabs), '--agents', '0', '--settle-secs', '3', '--connect-concurrency', '400'], idle: true }] : []),
 ].filter((sc) => !only || only.has(sc.id));
 
@@ -147,7 +149,7 @@ const median = (xs) => {
 const measured = (() => { const i = argv.indexOf('--servers'); return i >= 0 ? argv[i + 1].split(',') : Object.keys(servers); })();
 const results = {};
 for (const sc of clusterOnly ? [] : scenarios) {
-  for (const name of measured) {
+  for (const name of measured.filter((n) => !sc.servers || sc.servers.includes(n))) {
     const runs = [];
     for (let r = 0; r < (sc.once ? 1 : reps); r++) {
       if (!sc.idle) await quietMachine();
@@ -252,6 +254,8 @@ row('time to bind 10,000 tabs', 'idle_10k', (x) => x.bind_ms, 'ms');
 row('RSS per idle tab (10k, browser headers)', 'idle_10k', (x) => x.rss_bytes_per_tab, 'B');
 row('RSS per tab after a 32 KiB emit to each', 'idle_10k', (x) => x.rss_bytes_per_tab_after_big_emit, 'B');
 row('RSS with 10k tabs', 'idle_10k', (x) => x.server_rss_kib_with_tabs, 'KiB');
+row('RSS per idle tab declaring 8 tools (10k)', 'idle_10k_handles', (x) => x.rss_bytes_per_tab, 'B');
+row('time to bind and declare 10,000 tabs', 'idle_10k_handles', (x) => x.bind_ms, 'ms');
 if (with50k) {
   row(`RSS per idle tab (${maxIdleTabs})`, 'idle_max', (x) => x.rss_bytes_per_tab, 'B');
   row(`RSS with ${maxIdleTabs} tabs`, 'idle_max', (x) => x.server_rss_kib_with_tabs, 'KiB');

@@ -474,11 +474,11 @@ cmd_test() {
   cargo clippy --workspace --all-targets -- -D warnings
   say "== cargo test"
   cargo test --workspace 2>&1 | tee "$out/cargo.txt"
-  say "== library crates: cargo package --list holds only sources"
+  say "== library crates: cargo package --list holds only sources (and the worker's embedded default catalog)"
   local crate stray
   for crate in relay-wire agent-worker; do
     stray="$(cargo package --list --allow-dirty -p "$crate" 2>/dev/null |
-      grep -vE '^(\.cargo_vcs_info\.json|Cargo\.lock|Cargo\.toml(\.orig)?|README\.md|(src|tests|examples)/.*\.rs)$' || true)"
+      grep -vE '^(\.cargo_vcs_info\.json|Cargo\.lock|Cargo\.toml(\.orig)?|README\.md|(src|tests|examples)/.*\.rs|catalog/[a-z0-9_-]+\.json)$' || true)"
     [[ -z "$stray" ]] || die "cargo package of $crate would ship stray files: $stray"
   done
   say "== python: lint and type check of the agent package (ruff, mypy)"

@@ -79,6 +79,10 @@ struct Args {
     /// and measure the server's memory again once all arrived (0: no such call).
     #[arg(long, default_value_t = 0)]
     big_emit_bytes: usize,
+    /// After binding, each tab declares it handles this many tools (`voice-agent:handles`),
+    /// as the browser client does (0: tabs never declare).
+    #[arg(long, default_value_t = 0)]
+    handles: usize,
 }
 
 /// Tabs per loopback source address: each (source, destination) pair has ~28k ephemeral ports.
@@ -508,6 +512,13 @@ async fn run(args: Args) -> anyhow::Result<Value> {
         "browser" => Headers::Browser,
         other => bail!("--headers {other}: expected browser or plain"),
     };
+    let setup = tab::TabSetup {
+        headers,
+        declaration: (args.handles > 0).then(|| {
+            let tools: Vec<String> = (0..args.handles).map(|i| format!("tool_{i}")).collect();
+            serde_json::json!({ "tools": tools }).to_string().into()
+        }),
+    };
     for (i, m) in minted.iter().enumerate() {
         let bind = match args.bind.as_str() {
             "register" => Bind::Register(m.key.clone()),
@@ -518,7 +529,7 @@ async fn run(args: Args) -> anyhow::Result<Value> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let permit = sem.clone().acquire_owned().await?;
         let stats = stats.clone();
-        tokio::spawn(tab::run(server, source, i, bind, headers, stats, tx));
+        tokio::spawn(tab::run(server, source, i, bind, setup.clone(), stats, tx));
         waiters.push(tokio::spawn(async move {
             let r = rx.await.unwrap_or(Err("tab ended".into()));
             drop(permit);

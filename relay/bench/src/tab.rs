@@ -42,6 +42,15 @@ pub enum Headers {
     Browser,
 }
 
+/// How each tab behaves once connected, besides binding.
+#[derive(Clone, Debug)]
+pub struct TabSetup {
+    pub headers: Headers,
+    /// A `voice-agent:handles` payload each tab sends after binding (acknowledged before the tab
+    /// counts as bound), as a browser client declaring its tools does.
+    pub declaration: Option<Arc<str>>,
+}
+
 /// The headers Chromium 140 on Linux sends with a page's WebSocket handshake (besides `host`
 /// and the upgrade headers), for a page served from `origin`.
 fn browser_headers(origin: &str) -> Vec<(&'static str, String)> {
@@ -108,12 +117,12 @@ pub async fn run(
     source: Option<IpAddr>,
     index: usize,
     bind: Bind,
-    headers: Headers,
+    setup: TabSetup,
     stats: Arc<TabStats>,
     bound: tokio::sync::oneshot::Sender<Result<(), String>>,
 ) {
     let mut bound = Some(bound);
-    let result = session(server, source, index, bind, headers, &stats, &mut bound).await;
+    let result = session(server, source, index, bind, &setup, &stats, &mut bound).await;
     if let (Some(tx), Err(e)) = (bound.take(), &result) {
         let _ = tx.send(Err(e.clone()));
     }
@@ -124,7 +133,7 @@ async fn session(
     source: Option<IpAddr>,
     index: usize,
     bind: Bind,
-    headers: Headers,
+    setup: &TabSetup,
     stats: &TabStats,
     bound: &mut Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
 ) -> Result<(), String> {
@@ -146,7 +155,7 @@ async fn session(
     let _ = stream.set_nodelay(true);
     let url = format!("ws://{server}/socket.io/?EIO=4&transport=websocket");
     let mut request = url.into_client_request().map_err(|e| e.to_string())?;
-    if headers == Headers::Browser {
+    if setup.headers == Headers::Browser {
         for (name, value) in browser_headers(&format!("http://{server}")) {
             let value = HeaderValue::from_str(&value).map_err(|e| e.to_string())?;
             request.headers_mut().insert(name, value);
@@ -185,6 +194,21 @@ async fn session(
             .await?
             .starts_with("430")
         {}
+    }
+    if let Some(declaration) = &setup.declaration {
+        let declare = format!("421[\"voice-agent:handles\",{declaration}]");
+        tx.send(Message::text(declare))
+            .await
+            .map_err(|e| e.to_string())?;
+        let ack = loop {
+            let text = next_answering_pings(&mut rx, &mut tx).await?;
+            if text.starts_with("431") {
+                break text;
+            }
+        };
+        if !ack.contains("\"ok\":true") {
+            return Err(format!("declaration refused: {ack:.160}"));
+        }
     }
     if let Some(b) = bound.take() {
         let _ = b.send(Ok(()));

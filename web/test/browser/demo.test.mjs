@@ -91,6 +91,45 @@ test('OpenPopover shows the green popover with the message as text, then hides i
   await page.waitForSelector('#popover[hidden]', { state: 'attached', timeout: 7000 });
 });
 
+test('the page tells the relay its tools, with set_theme defined by the page', async () => {
+  const state = (await relay.keyState(apiKey)).body;
+  assert.deepEqual(state.handles, ['OpenPopover', 'draw_card', 'loading_status', 'pin_note', 'present_to_cassette', 'set_theme', 'show_card']);
+  assert.deepEqual(state.pageTools.map((t) => t.name), ['set_theme']);
+  const themed = await call('set_theme', { theme: 'light' }, { awaitResult: true });
+  assert.deepEqual(themed.body.result, { theme: 'light' });
+  assert.equal(await page.getAttribute('body', 'data-theme'), 'light');
+  await shot(page, '02a-light-theme');
+  await call('set_theme', { theme: 'dark' }, { awaitResult: true });
+  assert.equal(await page.getAttribute('body', 'data-theme'), 'dark');
+});
+
+test('pin_note (an app tool from the catalog) pins notes as text until dismissed', async () => {
+  const pinned = await call('pin_note', { text: '<b>Buy milk</b>', tone: 'warning' }, { awaitResult: true });
+  assert.deepEqual(pinned.body.result, { pinned: true, notes: 1 });
+  assert.equal(await page.textContent('#notes-list .note p'), '<b>Buy milk</b>', 'as text, never HTML');
+  assert.equal(await page.getAttribute('#notes-list .note', 'data-tone'), 'warning');
+  assert.equal(await page.isVisible('#notes-empty'), false);
+  const bad = await call('pin_note', { text: 'x', tone: 'loud' }, { awaitResult: true });
+  assert.equal(bad.body.error.code, 'tool_failed');
+  await shot(page, '02b-note-pinned');
+  await page.focus('#notes-list .note button');
+  await page.keyboard.press('Enter');
+  assert.equal(await page.$$eval('#notes-list .note', (n) => n.length), 0);
+  assert.equal(await page.isVisible('#notes-empty'), true);
+});
+
+test('the phase indicator follows the mode the agent side sets', async () => {
+  const set = await relay.fetch(`/api/voice-agent/keys/${apiKey}/mode`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${relay.agentSecret}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ mode: 'reading' }),
+  });
+  assert.deepEqual(set.body, { ok: true, tabNotified: true });
+  await page.waitForSelector('#mode[data-mode="reading"]', { timeout: 5000 });
+  assert.equal(await page.textContent('#mode'), 'Phase: reading');
+  assert.equal(await page.getAttribute('#mode', 'aria-live'), 'polite');
+});
+
 test('loading_status and the cassette: inserted, opened in a modal, replaced', async () => {
   await call('loading_status', { text: 'Digging through memory files…' });
   await page.waitForSelector('#loading:not([hidden])');
