@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The benchmark behind `scripts/manage.sh bench`: runs the same load generator against the relay,
-// against the reference server (the seed's Express + socket.io design) and against the floor (the
+// against the reference server (the common Express + socket.io design) and against the floor (the
 // least a server on the relay's own stack, hyper and tungstenite, does for the same round trip:
 // relay/bench/src/floor.rs), each scenario on a fresh server process, server and generator pinned
 // to different cores when there are two, repeated (3 times by default) and reported as medians
@@ -273,7 +273,7 @@ const fmt = (v) => (v == null ? 'n/a' : Math.abs(v) >= 100 ? Math.round(v).toLoc
 const cpu = cpus()[0]?.model ?? 'unknown CPU';
 console.log(`\nMachine: ${cpus().length} × ${cpu}; pinned: ${pin ? 'server on core 0, generator on core 1' : 'no'}; ${reps} run(s) per scenario, ${secs} s measured each; medians.`);
 if (maxIdleTabs < 50000) console.log(`Open-file limit here: ${fdLimit}, so the idle test stops at ${maxIdleTabs} tabs; the 50k figure is extrapolated from it.`);
-console.log(`Reference: Express ${'5'} + socket.io 4 on Node ${process.version}, binding by register (the seed's design); relay binds by handshake token.`);
+console.log(`Reference: Express ${'5'} + socket.io 4 on Node ${process.version}, binding by register (the common design); relay binds by handshake token.`);
 console.log('Floor: hyper + tungstenite, no Socket.IO, no auth, no JSON library (relay/bench/src/floor.rs). Tabs send a browser\'s request headers.\n');
 const w = Math.max(...rows.map((r) => r.label.length)) + 2;
 const ratio = (a, b) => (a != null && b != null && b !== 0 ? `${(a / b).toFixed(2)}×` : '');

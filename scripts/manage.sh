@@ -69,7 +69,7 @@ RELAY_AGENT_SECRET=$(random_hex 32)
 # app-jwt; see the README, "Securing the token service".
 RELAY_TOKEN_MODE=open
 RELAY_TOKEN_ISSUER_SECRET=$(random_hex 32)
-# Tabs bind with their token; true only for the seed's frontends that register bare keys.
+# Tabs bind with their token; true only for frontends that register bare keys.
 RELAY_ALLOW_BARE_KEYS=false
 RELAY_URL=http://${RELAY_ADDR:-127.0.0.1:3001}
 WORKER_ADDR=${WORKER_ADDR:-127.0.0.1:3002}

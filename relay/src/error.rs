@@ -1,5 +1,5 @@
 //! The HTTP API's one error type. Every failure leaves through [`ApiError`]'s `IntoResponse`, so
-//! every failure body has the same shape and every code has the status of the SPEC's table.
+//! every failure body has the same shape and every code has its one status (`ApiError::status`).
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -73,6 +73,13 @@ impl std::fmt::Display for ApiError {
 }
 
 impl std::error::Error for ApiError {}
+
+/// The shared store unreachable: `unavailable` (503), for the agent to try again.
+impl From<crate::store::redis::StoreError> for ApiError {
+    fn from(_: crate::store::redis::StoreError) -> ApiError {
+        ApiError::unavailable()
+    }
+}
 
 /// A JSON body with a status, already encoded (also used to replay idempotent outcomes).
 pub fn json_response(status: StatusCode, body: bytes::Bytes) -> Response {

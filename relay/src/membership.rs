@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use crate::App;
+use crate::app::App;
+use crate::delivery;
 use crate::store::keys::Displaced;
 use crate::store::redis::{Cluster, HEARTBEAT, StoreError, rid};
-use crate::tabs;
 
 /// The node's background duty while it runs: heartbeat, reap lost nodes, and write the live
 /// bindings back whenever this node finds its own entry gone.
@@ -63,7 +63,7 @@ async fn reassert_all(app: &App, cluster: &Cluster) -> bool {
         };
         tracing::info!(key = %relay_wire::Fp(&key), "binding lost while Redis was away; tab dismissed");
         app.keys.release(&key, binding.sid());
-        tabs::dismiss(Displaced {
+        delivery::dismiss(Displaced {
             binding,
             pending: Vec::new(),
             reason,

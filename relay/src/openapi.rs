@@ -17,8 +17,8 @@ use utoipa::Modify;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-use crate::App;
 use crate::api::{CancelRequest, CancelResponse, Health};
+use crate::app::App;
 use crate::config::Config;
 use crate::error::{encode, json_response};
 

@@ -15,6 +15,10 @@ use socketioxide::socket::Sid;
 
 use crate::pubsub::PubSub;
 
+/// The key a socket holds, kept in the socket's extensions while it holds it.
+#[derive(Clone)]
+pub struct BoundKey(pub std::sync::Arc<str>);
+
 /// The Socket.IO adapter of a relay running on Redis.
 pub type ClusterAdapter =
     socketioxide_redis::CustomRedisAdapter<socketioxide::adapter::Emitter, PubSub>;

@@ -1,9 +1,9 @@
 //! The Socket.IO side: how a tab connects and binds its key, and what happens when it leaves.
 //!
 //! A tab binds either in the handshake (`auth: {token}`, checked by the connect middleware, so a
-//! bad token is a `connect_error` with a code) or later with `voice-agent:register` (the seed's
+//! bad token is a `connect_error` with a code) or later with `voice-agent:register` (the older
 //! way, acknowledged) with the token, or with the bare key once when `RELAY_ALLOW_BARE_KEYS` is
-//! on (for the seed's frontends; off by default, as a participant who sees the key in the room's
+//! on (for older frontends; off by default, as a participant who sees the key in the room's
 //! metadata could race the tab to bind it). Each bound socket also joins a room named after its key (its digest), which
 //! is how another node's emits reach it through the Redis adapter.
 //!
@@ -22,17 +22,13 @@ use socketioxide::adapter::LocalAdapter;
 use socketioxide::extract::{AckSender, Data, SocketRef, State, TryData};
 use socketioxide::handler::ConnectHandler;
 
-use crate::App;
-use crate::delivery::room;
-use crate::sockets::{ClusterAdapter, RelayAdapter, TabSocket};
-use crate::store::keys::{BindError, Displaced, Proof};
+use crate::app::App;
+use crate::delivery::{dismiss, room};
+use crate::sockets::{BoundKey, ClusterAdapter, RelayAdapter, TabSocket};
+use crate::store::keys::{BindError, Proof};
 use crate::store::{Bound, KeyStore};
 use crate::tokens::{TokenError, VerifiedToken};
 use relay_wire::Fp;
-
-/// The key a socket holds, kept in the socket's extensions.
-#[derive(Clone)]
-struct BoundKey(Arc<str>);
 
 /// A handshake token that passed verification, handed from the middleware to the handler.
 #[derive(Clone)]
@@ -280,7 +276,10 @@ async fn bind(app: &App, s: &TabSocket, key: &str, proof: Proof) -> Result<(), E
         .map_err(|_| unavailable())?;
     if outcome.replaced_elsewhere {
         tracing::info!(key = %Fp(key), "tab on another node replaced");
-        dismiss_remote(app, key, RevokeReason::Replaced).await;
+        if let Some(io) = app.io.get() {
+            io.dismiss_in_room(room(key), key, RevokeReason::Replaced)
+                .await;
+        }
     }
     let displaced = match outcome.bound {
         Ok(Bound::Same) => return Ok(()),
@@ -360,30 +359,11 @@ async fn release(app: &App, key: &str, s: &TabSocket) {
     app.store.release(key, s).await;
 }
 
-/// Tells the socket bound to `key` on another node that it lost its key, then closes it.
-pub async fn dismiss_remote(app: &App, key: &str, reason: RevokeReason) {
-    if let Some(io) = app.io.get() {
-        io.dismiss_in_room(room(key), key, reason).await;
-    }
-}
-
 fn proof_kind(proof: Proof) -> &'static str {
     match proof {
         Proof::Token { .. } => "token",
         Proof::BareKey => "key",
     }
-}
-
-/// Tells a socket it lost its key: `cancel` for each awaited call it held, then `revoked`, then
-/// a server-side disconnect (which socket.io-client does not retry on its own).
-pub fn dismiss(old: Displaced) {
-    for call_id in &old.pending {
-        old.binding.socket.cancel_call(call_id);
-    }
-    let socket = old.binding.socket;
-    socket.extensions().remove::<BoundKey>();
-    let _ = socket.emit(events::REVOKED, &RevokedEvent { reason: old.reason });
-    socket.disconnect();
 }
 
 async fn on_disconnect<A: RelayAdapter>(s: SocketRef<A>, State(app): State<Arc<App>>) {

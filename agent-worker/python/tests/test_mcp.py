@@ -31,10 +31,12 @@ from conftest import Stack
 from mcp_support import CARD, Tab, fingerprint, headers, mcp_client
 
 MODES = ["legacy", "2026-07-28"]
+# The default catalog's first mode, in the catalog's order, then its moves.
 DEFAULT_TOOLS = [
     "OpenPopover",
-    "loading_status",
+    "pin_note",
     "present_to_cassette",
+    "loading_status",
     "enter_intent",
     "enter_spread",
 ]
@@ -276,7 +278,7 @@ async def sessions(stack: Stack) -> list[dict[str, Any]]:
 async def followers(stack: Stack, key: str) -> int:
     for s in await sessions(stack):
         if s["key"] == fingerprint(key):
-            return int(s["modeFollowers"])
+            return int(s["followers"])
     return 0
 
 

@@ -76,15 +76,17 @@ pub(crate) async fn list_tools(
             "waitMs must be 0 to {MAX_WAIT_MS}"
         )));
     }
+    if query.after.as_ref().is_some_and(|a| a.chars().count() > 64) {
+        return Err(ApiError::invalid("after must be at most 64 characters"));
+    }
     let offer = match query.after.filter(|_| wait > 0) {
-        Some(after) if after.len() <= 64 => {
+        Some(after) => {
             // A stopping server answers at once rather than hold the request to the end.
             tokio::select! {
                 offer = state.worker.wait_offer(&key, &after, Duration::from_millis(wait)) => offer,
                 _ = state.shutdown.cancelled() => state.worker.offer(&key).await,
             }
         }
-        Some(_) => return Err(ApiError::invalid("after must be at most 64 characters")),
         None => state.worker.offer(&key).await,
     };
     Ok(axum::Json(offer))

@@ -1,6 +1,6 @@
 //! What a session knows of its tab, from the relay: the tools it handles and the tools its
-//! page defined. Read when an offer is made; kept current while someone follows the session by
-//! a task that waits on the relay's long-poll, so a handler added or removed in the tab reaches
+//! page defined. Read for every offer; kept current while someone follows the session by a
+//! task that waits on the relay's long-poll, so a handler added or removed in the tab reaches
 //! the followers within a moment (the relay answers the wait as soon as the tab declares).
 
 use std::sync::Arc;
@@ -37,8 +37,14 @@ pub struct TabView {
 }
 
 impl TabCache {
-    /// Takes a newer state from the relay; true when it changes what the tab offers.
+    /// Takes a newer state from the relay; true when it changes what the tab offers. A state
+    /// older than the one kept (a read that crossed a newer one) is ignored.
     fn update(&mut self, state: Option<TabState>, page_tools: bool) -> bool {
+        if let (Some(old), Some(new)) = (&self.state, &state)
+            && new.revision < old.revision
+        {
+            return false;
+        }
         let changed = match (&self.state, &state) {
             (Some(old), Some(new)) => old.revision != new.revision,
             (None, None) => false,
@@ -72,20 +78,13 @@ fn log_refused(key: &str, page: Option<&Arc<PageTools>>) {
 }
 
 impl Sessions {
-    /// The tab of `key` now: what the watcher keeps current while the session is followed,
-    /// else asked of the relay once.
+    /// The tab of `key` now, asked of the relay (an offer is never older than the tab's last
+    /// declaration the relay acknowledged). A change seen here is told to the session's
+    /// followers, as the watcher would. When the relay cannot say, the last known tab stands.
     pub async fn tab(&self, key: &str) -> TabView {
         let session = self.get(key);
-        if let Some(s) = &session
-            && s.watching.load(Ordering::Acquire)
-        {
-            let cache = lock(&s.tab);
-            if cache.state.is_some() {
-                return cache.view();
-            }
-        }
         let fetched = match self.client.tab_state(key).await {
-            Ok(state) => state,
+            Ok(state) => Some(state),
             Err(e) => {
                 tracing::debug!(key = %Fp(key), cause = %e, "the relay could not say what the tab handles");
                 None
@@ -93,15 +92,25 @@ impl Sessions {
         };
         match session {
             Some(s) => {
-                let mut cache = lock(&s.tab);
-                if cache.update(fetched, self.page_tools) {
-                    log_refused(key, cache.page.as_ref());
+                let (view, changed) = {
+                    let mut cache = lock(&s.tab);
+                    let Some(state) = fetched else {
+                        return cache.view();
+                    };
+                    let changed = cache.update(state, self.page_tools);
+                    if changed {
+                        log_refused(key, cache.page.as_ref());
+                    }
+                    (cache.view(), changed)
+                };
+                if changed {
+                    s.bump();
                 }
-                cache.view()
+                view
             }
             None => {
                 let mut cache = TabCache::default();
-                cache.update(fetched, self.page_tools);
+                cache.update(fetched.flatten(), self.page_tools);
                 cache.view()
             }
         }

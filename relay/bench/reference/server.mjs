@@ -1,4 +1,4 @@
-// Reference server for the benchmark: the seed's design as people write it, on Node. Express
+// Reference server for the benchmark: the common design as people write it, on Node. Express
 // serves POST /token (a fresh va_ key) and POST /api/voice-agent/tool-call; socket.io holds a
 // Map from key to socket id filled by `voice-agent:register`; awaited calls use emitWithAck.
 // It keeps the relay's agent-secret check so both servers do the same work per call.

@@ -29,7 +29,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 pub enum Bind {
     /// `auth: {token}` in the handshake (the relay's preferred way).
     Token(String),
-    /// `voice-agent:register` with the bare key (the seed's way).
+    /// `voice-agent:register` with the bare key (how older frontends bind).
     Register(String),
 }
 

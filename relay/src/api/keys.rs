@@ -6,18 +6,17 @@ use std::sync::Arc;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use relay_wire::{
     ErrorBody, KeyStatus, ModeEvent, ModeResponse, RevokeReason, RevokeResponse, events, is_mode_id,
 };
 use serde::Deserialize;
 
 use super::{authorize, key_param, parse_object, read_body};
-use crate::App;
-use crate::delivery::room;
+use crate::app::App;
+use crate::delivery::{self, room};
 use crate::error::{ApiError, encode, json_response};
 use crate::store::{KeyStore, TabAt};
-use crate::tabs;
 use relay_wire::Fp;
 
 /// The longest `waitMs` a status request may ask for.
@@ -30,8 +29,8 @@ pub const MAX_WAIT_MS: u64 = 30_000;
 pub(crate) struct StatusQuery {
     /// Answer once the key's revision differs from this one (what the tab declared changed).
     after: Option<u64>,
-    /// How long to wait for that, in milliseconds (0 to 30000; with `after` only). At the end
-    /// of the wait the key's status is answered as it is.
+    /// How long to wait for that, in milliseconds (0 to 30000; without `after` the answer comes
+    /// at once). At the end of the wait the key's status is answered as it is.
     #[param(maximum = 30000)]
     wait_ms: Option<u64>,
 }
@@ -43,7 +42,6 @@ impl StatusQuery {
             (_, Some(ms)) if ms > MAX_WAIT_MS => Err(ApiError::invalid(format!(
                 "waitMs must be from 0 to {MAX_WAIT_MS}"
             ))),
-            (None, Some(_)) => Err(ApiError::invalid("waitMs needs after (a revision)")),
             (Some(after), Some(ms)) if ms > 0 => {
                 Ok(Some((after, std::time::Duration::from_millis(ms))))
             }
@@ -76,27 +74,21 @@ pub(crate) async fn key_status(
     headers: HeaderMap,
     Path(api_key): Path<String>,
     query: Result<Query<StatusQuery>, QueryRejection>,
-) -> Response {
-    let result = async {
-        authorize(&app, &headers)?;
-        key_param(&api_key)?;
-        let Query(query) =
-            query.map_err(|e| ApiError::invalid(format!("bad query: {}", e.body_text())))?;
-        let status = match query.wait()? {
-            // A draining relay answers at once: the agent asks again elsewhere.
-            Some((after, wait)) if !app.drain.is_draining() => {
-                let deadline = tokio::time::Instant::now() + wait;
-                app.store.wait_status(&api_key, after, deadline).await?
-            }
-            _ => app.store.status(&api_key).await?,
-        };
-        status.ok_or_else(ApiError::unknown_key)
-    }
-    .await;
-    match result {
-        Ok(status) => json_response(StatusCode::OK, encode(&status)),
-        Err(e) => e.into_response(),
-    }
+) -> Result<Response, ApiError> {
+    authorize(&app, &headers)?;
+    key_param(&api_key)?;
+    let Query(query) =
+        query.map_err(|e| ApiError::invalid(format!("bad query: {}", e.body_text())))?;
+    let status = match query.wait()? {
+        // A draining relay answers at once: the agent asks again elsewhere.
+        Some((after, wait)) if !app.drain.is_draining() => {
+            let deadline = tokio::time::Instant::now() + wait;
+            app.store.wait_status(&api_key, after, deadline).await?
+        }
+        _ => app.store.status(&api_key).await?,
+    };
+    let status = status.ok_or_else(ApiError::unknown_key)?;
+    Ok(json_response(StatusCode::OK, encode(&status)))
 }
 
 /// Sets the key's session mode. Its tab is told `voice-agent:mode` now when it is bound (on any
@@ -123,48 +115,40 @@ pub(crate) async fn key_mode(
     State(app): State<Arc<App>>,
     Path(api_key): Path<String>,
     request: Request,
-) -> Response {
-    let result = async {
-        authorize(&app, request.headers())?;
-        key_param(&api_key)?;
-        let body = read_body(&app, request).await?;
-        let event: ModeEvent = parse_object(&body)?;
-        if !is_mode_id(&event.mode) {
-            return Err(ApiError::invalid(
-                "mode must be 1 to 64 letters, digits, _ or -",
-            ));
-        }
-        let at = app
-            .store
-            .set_mode(&api_key, &event.mode)
-            .await?
-            .ok_or_else(ApiError::unknown_key)?;
-        Ok(match at {
-            TabAt::Nowhere => false,
-            TabAt::Here(binding) => binding.socket.emit(events::MODE, &event).is_ok(),
-            TabAt::Elsewhere => match app.io.get() {
-                Some(io) => io
-                    .emit_to_room(&room(&api_key), events::MODE, &event)
-                    .await
-                    .is_ok(),
-                None => false,
-            },
-        })
+) -> Result<Response, ApiError> {
+    authorize(&app, request.headers())?;
+    key_param(&api_key)?;
+    let body = read_body(&app, request).await?;
+    let event: ModeEvent = parse_object(&body)?;
+    if !is_mode_id(&event.mode) {
+        return Err(ApiError::invalid(
+            "mode must be 1 to 64 letters, digits, _ or -",
+        ));
     }
-    .await;
-    match result {
-        Ok(tab_notified) => {
-            tracing::debug!(key = %Fp(&api_key), tab_notified, "session mode set");
-            json_response(
-                StatusCode::OK,
-                encode(&ModeResponse {
-                    ok: true,
-                    tab_notified,
-                }),
-            )
-        }
-        Err(e) => e.into_response(),
-    }
+    let at = app
+        .store
+        .set_mode(&api_key, &event.mode)
+        .await?
+        .ok_or_else(ApiError::unknown_key)?;
+    let tab_notified = match at {
+        TabAt::Nowhere => false,
+        TabAt::Here(binding) => binding.socket.emit(events::MODE, &event).is_ok(),
+        TabAt::Elsewhere => match app.io.get() {
+            Some(io) => io
+                .emit_to_room(&room(&api_key), events::MODE, &event)
+                .await
+                .is_ok(),
+            None => false,
+        },
+    };
+    tracing::debug!(key = %Fp(&api_key), tab_notified, "session mode set");
+    Ok(json_response(
+        StatusCode::OK,
+        encode(&ModeResponse {
+            ok: true,
+            tab_notified,
+        }),
+    ))
 }
 
 /// Revokes the key: its tab is told `voice-agent:revoked` and unbound, and the key can do nothing
@@ -189,29 +173,21 @@ pub(crate) async fn key_revoke(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(api_key): Path<String>,
-) -> Response {
-    let result = async {
-        if app.drain.is_draining() {
-            return Err(ApiError::shutting_down());
-        }
-        authorize(&app, &headers)?;
-        key_param(&api_key)?;
-        revoke(&app, &api_key).await
+) -> Result<Response, ApiError> {
+    if app.drain.is_draining() {
+        return Err(ApiError::shutting_down());
     }
-    .await;
-    match result {
-        Ok(tab_notified) => {
-            tracing::info!(key = %Fp(&api_key), tab_notified, "key revoked");
-            json_response(
-                StatusCode::OK,
-                encode(&RevokeResponse {
-                    ok: true,
-                    tab_notified,
-                }),
-            )
-        }
-        Err(e) => e.into_response(),
-    }
+    authorize(&app, &headers)?;
+    key_param(&api_key)?;
+    let tab_notified = revoke(&app, &api_key).await?;
+    tracing::info!(key = %Fp(&api_key), tab_notified, "key revoked");
+    Ok(json_response(
+        StatusCode::OK,
+        encode(&RevokeResponse {
+            ok: true,
+            tab_notified,
+        }),
+    ))
 }
 
 /// Revokes a key wherever its tab is; true when a tab was told.
@@ -223,10 +199,13 @@ pub(crate) async fn revoke(app: &App, api_key: &str) -> Result<bool, ApiError> {
         .ok_or_else(ApiError::unknown_key)?;
     let tab_notified = revocation.tab_notified();
     if let Some(old) = revocation.local {
-        tabs::dismiss(old);
+        delivery::dismiss(old);
     }
-    if revocation.remote {
-        tabs::dismiss_remote(app, api_key, RevokeReason::Revoked).await;
+    if revocation.remote
+        && let Some(io) = app.io.get()
+    {
+        io.dismiss_in_room(room(api_key), api_key, RevokeReason::Revoked)
+            .await;
     }
     Ok(tab_notified)
 }

@@ -24,7 +24,7 @@ use axum::{Extension, Router};
 use bytes::Bytes;
 use relay_wire::{ErrorCode, is_api_key};
 
-use crate::App;
+use crate::app::App;
 use crate::calls;
 use crate::error::{ApiError, truncate};
 

@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::App;
+use crate::app::App;
 use crate::calls;
 use crate::error::{encode, json_response};
 use crate::store::KeyStore;

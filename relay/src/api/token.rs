@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use relay_wire::{ErrorBody, ErrorCode, TokenRequest, TokenResponse};
 
 use super::{parse_object, read_body};
-use crate::App;
+use crate::app::App;
 use crate::error::{ApiError, encode, json_response};
 use crate::store::KeyStore;
 use relay_wire::Fp;
@@ -50,22 +50,18 @@ pub(crate) async fn token_post(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request,
-) -> Response {
-    let result = async {
-        let (caller, client) = token_caller(&app, peer, request.headers()).await?;
-        let body = read_body(&app, request).await?;
-        let req = if body.iter().all(u8::is_ascii_whitespace) {
-            TokenRequest::default()
-        } else {
-            parse_object::<TokenRequest>(&body)?
-        };
-        issue_token(&app, caller, client, &req).await
-    }
-    .await;
-    result.unwrap_or_else(IntoResponse::into_response)
+) -> Result<Response, ApiError> {
+    let (caller, client) = token_caller(&app, peer, request.headers()).await?;
+    let body = read_body(&app, request).await?;
+    let req = if body.iter().all(u8::is_ascii_whitespace) {
+        TokenRequest::default()
+    } else {
+        parse_object::<TokenRequest>(&body)?
+    };
+    issue_token(&app, caller, client, &req).await
 }
 
-/// [`token_post`] for the seed's frontend: the same fields as query parameters.
+/// [`token_post`] for frontends that ask with GET: the same fields as query parameters.
 #[utoipa::path(
     get,
     path = "/token",
@@ -88,15 +84,11 @@ pub(crate) async fn token_get(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     query: Result<Query<TokenRequest>, axum::extract::rejection::QueryRejection>,
-) -> Response {
-    let result = async {
-        let (caller, client) = token_caller(&app, peer, &headers).await?;
-        let Query(req) =
-            query.map_err(|e| ApiError::invalid(format!("invalid query: {}", e.body_text())))?;
-        issue_token(&app, caller, client, &req).await
-    }
-    .await;
-    result.unwrap_or_else(IntoResponse::into_response)
+) -> Result<Response, ApiError> {
+    let (caller, client) = token_caller(&app, peer, &headers).await?;
+    let Query(req) =
+        query.map_err(|e| ApiError::invalid(format!("invalid query: {}", e.body_text())))?;
+    issue_token(&app, caller, client, &req).await
 }
 
 fn too_many_tokens() -> ApiError {

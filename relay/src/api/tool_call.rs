@@ -5,11 +5,11 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use relay_wire::{ErrorBody, ErrorCode, ToolCallRequest, ToolCallResponse, headers};
 
 use super::{authorize, key_param, parse_object, read_body};
-use crate::App;
+use crate::app::App;
 use crate::calls::{self, Call};
 use crate::error::{ApiError, encode, json_response};
 use crate::idempotency::{self, Outcome};
@@ -46,14 +46,10 @@ use relay_wire::{ApiKey, CallTimeout, Fp, ToolName};
         (status = 504, description = "`timeout`: the tab did not answer in time", body = ErrorBody),
     )
 )]
-pub(crate) async fn tool_call(State(app): State<Arc<App>>, request: Request<Body>) -> Response {
-    match tool_call_inner(app, request).await {
-        Ok(response) => response,
-        Err(e) => e.into_response(),
-    }
-}
-
-pub(crate) async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<Response, ApiError> {
+pub(crate) async fn tool_call(
+    State(app): State<Arc<App>>,
+    request: Request<Body>,
+) -> Result<Response, ApiError> {
     if app.drain.is_draining() {
         return Err(ApiError::shutting_down());
     }
@@ -212,11 +208,11 @@ pub(crate) async fn tool_call_inner(app: Arc<App>, request: Request) -> Result<R
         (status = 413, description = "`payload_too_large`: the body is over the limit", body = ErrorBody),
     )
 )]
-pub(crate) async fn tool_call_cancel(State(app): State<Arc<App>>, request: Request) -> Response {
-    match tool_call_cancel_inner(app, request).await {
-        Ok(response) => response,
-        Err(e) => e.into_response(),
-    }
+pub(crate) async fn tool_call_cancel(
+    State(app): State<Arc<App>>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    cancel(app, request).await
 }
 
 /// `POST /api/voice-agent/tool-call/cancel` body.
@@ -237,10 +233,7 @@ pub struct CancelResponse {
     cancelled: bool,
 }
 
-pub(crate) async fn tool_call_cancel_inner(
-    app: Arc<App>,
-    request: Request,
-) -> Result<Response, ApiError> {
+async fn cancel(app: Arc<App>, request: Request) -> Result<Response, ApiError> {
     authorize(&app, request.headers())?;
     let idem = request
         .headers()

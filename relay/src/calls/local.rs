@@ -5,7 +5,7 @@ use socketioxide::{AckError, SendError, SocketError};
 use tokio::time::Instant;
 
 use super::{Call, Step, interpret, prepare, stopped, tab_timeout};
-use crate::App;
+use crate::app::App;
 use crate::error::ApiError;
 use crate::store::keys::{Binding, KeyShared};
 use relay_wire::{ErrorCode, Fp};

@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::App;
+use crate::app::App;
 use crate::error::{ApiError, truncate};
 use crate::store::KeyStore;
 use crate::store::track::{LocateError, Located, Track, TrackError};

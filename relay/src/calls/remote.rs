@@ -4,7 +4,7 @@
 use tokio::time::Instant;
 
 use super::{Call, SETTLE, Step, interpret, prepare, stopped, tab_timeout};
-use crate::App;
+use crate::app::App;
 use crate::error::ApiError;
 use crate::store::track::{RECHECK, Target, Track};
 use relay_wire::Fp;

@@ -10,11 +10,13 @@ use crate::app_jwt::AppJwtConfig;
 pub use relay_wire::{Secret, fingerprint};
 
 mod app_jwt;
+mod banner;
 mod options;
 #[cfg(test)]
 mod tests;
 
 use app_jwt::app_jwt_config;
+pub use banner::announce_token_mode;
 pub use options::{Cli, Command, LogFormat, Options, RuntimeKind};
 
 /// A configuration problem, reported before anything starts.

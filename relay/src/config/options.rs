@@ -80,7 +80,7 @@ pub struct Options {
     /// App-JWT mode: the claim that names the room (a fresh room when the JWT has none).
     #[arg(long, env = "RELAY_APP_JWT_ROOM_CLAIM", default_value = "room")]
     pub app_jwt_room_claim: String,
-    /// Whether `voice-agent:register` binds a bare key (once, for the seed's frontends); off by
+    /// Whether `voice-agent:register` binds a bare key (once, for frontends that register the bare key); off by
     /// default: tabs then bind only with the token.
     #[arg(long, env = "RELAY_ALLOW_BARE_KEYS", default_value = "false")]
     pub allow_bare_keys: String,

@@ -241,7 +241,7 @@ fn the_idempotency_window_covers_the_longest_call() {
     assert_eq!(
         c.idempotency_window,
         Duration::from_secs(300),
-        "the SPEC's 5 minutes"
+        "the contract's 5 minutes"
     );
     let mut args = GOOD.to_vec();
     args.extend_from_slice(&[

@@ -2,7 +2,9 @@
 //! (the [`Binding`](crate::store::keys::Binding) the store hands back holds it, see
 //! [`TabSocket`](crate::sockets::TabSocket)); a tab on another node through the Socket.IO Redis
 //! adapter, to the room named after its key ([`Io`]). Nothing else in the relay asks which
-//! adapter runs: a room delivery on one node finds no other node and says so.
+//! adapter runs: a room delivery on one node finds no other node and says so. Dismissing a tab
+//! that lost its key (replaced, revoked) is a delivery too: [`dismiss`] here, [`Io::dismiss_in_room`]
+//! on another node.
 
 use std::time::Duration;
 
@@ -12,13 +14,26 @@ use socketioxide::SocketIo;
 use socketioxide::ack::AckStream;
 use socketioxide::adapter::LocalAdapter;
 
-use crate::sockets::ClusterAdapter;
+use crate::sockets::{BoundKey, ClusterAdapter};
+use crate::store::keys::Displaced;
 use relay_wire::Fp;
 
 /// The room a key's socket joins, named after the key's digest: how another node's emits
 /// reach it through the adapter.
 pub fn room(key: &str) -> String {
     crate::store::redis::rid(key)
+}
+
+/// Tells a socket of this node it lost its key: `cancel` for each awaited call it held, then
+/// `revoked`, then a server-side disconnect (which socket.io-client does not retry on its own).
+pub fn dismiss(old: Displaced) {
+    for call_id in &old.pending {
+        old.binding.socket.cancel_call(call_id);
+    }
+    let socket = old.binding.socket;
+    socket.extensions().remove::<BoundKey>();
+    let _ = socket.emit(events::REVOKED, &RevokedEvent { reason: old.reason });
+    socket.disconnect();
 }
 
 /// The acknowledgements of an emit to a room on another node, one per socket that had it.

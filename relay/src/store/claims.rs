@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use bytes::Bytes;
-use relay_wire::ErrorCode;
+use relay_wire::{ErrorBody, ErrorCode};
 use tokio::sync::watch;
 
 use super::redis::{self as cluster, Cluster, StoreError};
-use crate::error::{ApiError, encode};
 use crate::idempotency::{Claim, Idempotency, Outcome};
 
 /// How long a retry may wait for the first call: its longest timeout plus a forced drain.
@@ -63,13 +62,18 @@ impl Recorder {
 
 /// The outcome replayed when the first call vanished without recording one.
 pub fn lost_outcome() -> Outcome {
-    let e = ApiError::new(
-        ErrorCode::Internal,
+    let code = ErrorCode::Internal;
+    let body = ErrorBody::new(
+        code,
         "the first call with this Idempotency-Key was lost",
+        None,
     );
     Outcome {
-        status: e.status(),
-        body: encode(&e.body()),
+        status: StatusCode::from_u16(code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        body: serde_json::to_vec(&body)
+            .map(Bytes::from)
+            .unwrap_or_default(),
     }
 }
 

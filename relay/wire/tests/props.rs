@@ -10,7 +10,7 @@ use relay_wire::{
 };
 use serde_json::{Value, json};
 
-/// The key rule as the SPEC states it: `va_` + 64 lowercase hex characters.
+/// The key rule as the contract states it: `va_` + 64 lowercase hex characters.
 fn key_rule(s: &str) -> bool {
     s.len() == 67
         && s.starts_with("va_")

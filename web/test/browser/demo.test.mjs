@@ -92,7 +92,13 @@ test('OpenPopover shows the green popover with the message as text, then hides i
 });
 
 test('the page tells the relay its tools, with set_theme defined by the page', async () => {
-  const state = (await relay.keyState(apiKey)).body;
+  // The page declares right after it binds: wait (bounded) for the relay to have it.
+  let state;
+  for (let i = 0; i < 100; i++) {
+    state = (await relay.keyState(apiKey)).body;
+    if (state.handles) break;
+    await sleep(50);
+  }
   assert.deepEqual(state.handles, ['OpenPopover', 'draw_card', 'loading_status', 'pin_note', 'present_to_cassette', 'set_theme', 'show_card']);
   assert.deepEqual(state.pageTools.map((t) => t.name), ['set_theme']);
   const themed = await call('set_theme', { theme: 'light' }, { awaitResult: true });

@@ -117,7 +117,8 @@ test('what each entry point adds to an app: minified and gzipped, peers left out
   console.log(`# @voice-relay/client: ${main.min} B minified, ${main.gz} B gzipped`);
   console.log(`# @voice-relay/client/react (with the client): ${react.min} B minified, ${react.gz} B gzipped`);
   // Budgets: a thin layer stays thin.
-  assert.ok(main.gz < 3 * 1024, `the client grew to ${main.gz} B gzipped`);
+  // The client declares its tools and checks page tool specs: 3.3 KB with those.
+  assert.ok(main.gz < 4 * 1024, `the client grew to ${main.gz} B gzipped`);
   assert.ok(react.gz < 6 * 1024, `the React entry grew to ${react.gz} B gzipped`);
 });
 

@@ -1,4 +1,4 @@
-// Binding a tab: handshake token (WebSocket and polling), the seed's register event, refusals
+// Binding a tab: handshake token (WebSocket and polling), the bare-key register event, refusals
 // with codes, one key one tab, revoke, and the key lifecycle.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -220,7 +220,7 @@ test('replacing a tab with an awaited call in flight: the old tab gets cancel, t
   fresh.close();
 });
 
-test('a register emitted at once (buffered before connect, the seed frontend\'s way) is never lost', async () => {
+test('a register emitted at once (buffered before connect, the older frontends\' way) is never lost', async () => {
   for (let i = 0; i < 25; i++) {
     const t = await relay.token();
     const tab = relay.tab({ transports: i % 2 ? ['polling'] : ['websocket'] });

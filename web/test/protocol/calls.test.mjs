@@ -68,7 +68,7 @@ test('an awaited call returns the tab\'s answer; envelopes and plain values', as
   tab.close();
 });
 
-test('a seed-style handler (params only) still receives fire-and-forget calls', async () => {
+test('an older-style handler (params only) still receives fire-and-forget calls', async () => {
   const { tab, apiKey } = await relay.boundTab();
   const got = [];
   tab.socket.on('voice-agent:OpenPopover', (params) => got.push(params));

@@ -95,7 +95,10 @@ test('an agent waits for the declaration to change, within its bound', async () 
   assert.equal(waited.body.revision, 1);
   assert.deepEqual(waited.body.handles, ['x']);
 
-  for (const query of ['after=0&waitMs=30001', 'waitMs=100', 'after=-1&waitMs=10', 'after=0&waitMs=abc', 'later=1']) {
+  started = Date.now();
+  assert.equal((await stateQuery(apiKey, 'waitMs=5000')).status, 200, 'without after: at once');
+  assert.ok(Date.now() - started < 2000);
+  for (const query of ['after=0&waitMs=30001', 'after=-1&waitMs=10', 'after=0&waitMs=abc', 'later=1']) {
     const bad = await stateQuery(apiKey, query);
     assert.equal(bad.status, 400, query);
     assert.equal(bad.body.error.code, 'invalid_request');

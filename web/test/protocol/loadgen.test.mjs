@@ -34,7 +34,7 @@ for (const awaited of [true, false]) {
   });
 }
 
-test('loadgen binds the seed way too (register with the bare key)', async () => {
+test('loadgen binds the older way too (register with the bare key)', async () => {
   const { stdout } = await run(loadgenBin, ['--url', relay.url, '--secret', relay.agentSecret, '--tabs', '4', '--agents', '2', '--awaited', '--bind', 'register', '--duration-secs', '0.5', '--settle-secs', '0.1'], { timeout: 60000 });
   const r = JSON.parse(stdout.trim());
   assert.equal(r.bind_failures, 0);

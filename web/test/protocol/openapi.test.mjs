@@ -35,6 +35,7 @@ test("the relay serves its OpenAPI 3.1 document, with the error table's codes an
     'POST /api/voice-agent/tool-call',
     'POST /api/voice-agent/tool-call/cancel',
     'POST /token',
+    'PUT /api/voice-agent/keys/{apiKey}/mode',
   ]);
   assert.deepEqual(doc.components.schemas.ErrorCode.enum, [
     'invalid_request', 'unauthorized', 'unknown_key', 'tab_offline', 'payload_too_large', 'rate_limited',
@@ -65,11 +66,22 @@ test('the worker serves its OpenAPI 3.1 document, with the MCP endpoint\'s HTTP 
     'GET /mcp',
     'GET /openapi.json',
     'GET /sessions',
+    // One operation per catalog tool, with its schema (the default catalog here).
+    'POST /agent/tools/OpenPopover',
+    'POST /agent/tools/draw_card',
+    'POST /agent/tools/loading_status',
+    'POST /agent/tools/pin_note',
+    'POST /agent/tools/present_to_cassette',
+    'POST /agent/tools/show_card',
     'POST /agent/tools/{name}',
     'POST /livekit/webhook',
     'POST /mcp',
     'POST /vapi/webhook',
   ]);
+  const pin = doc.paths['/agent/tools/pin_note'].post;
+  const body = pin.requestBody.content['application/json'].schema;
+  assert.deepEqual(body.required, ['text']);
+  assert.equal(body.properties.text.maxLength, 280);
   // A method /mcp does not take is refused as such, before any credential is asked for.
   const put = await worker.fetch('/mcp', { method: 'PUT' });
   assert.equal(put.status, 405);

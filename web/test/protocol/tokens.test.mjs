@@ -69,7 +69,7 @@ test('issuer mode: a missing or wrong issuer secret gets 401 with the error body
     assert.match(t.roomName, /^voice-[0-9a-f]{32}$/, 'no roomName: a fresh room');
     assert.match(t.identity, /^tab-/, 'no identity: a fresh one');
   }
-  // GET with the credential works too (the seed's frontend used GET).
+  // GET with the credential works too (older frontends use GET).
   const g = await issuer.fetch('/token?participantName=Bob&identity=user-9', { headers: { authorization: `Bearer ${secrets[1]}` } });
   assert.equal(g.status, 200, JSON.stringify(g.body));
   issuer.remember(g.body.token, g.body.apiKey);

@@ -26,7 +26,6 @@ use dashmap::DashMap;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use sha2::{Digest, Sha256};
 
-use crate::error::ApiError;
 use crate::pubsub::PubSub;
 use crate::tokens::unix_now_ms;
 
@@ -60,12 +59,6 @@ pub fn rid(key: &str) -> String {
 #[derive(Debug, thiserror::Error)]
 #[error("the shared state store is unreachable")]
 pub struct StoreError;
-
-impl From<StoreError> for ApiError {
-    fn from(_: StoreError) -> ApiError {
-        ApiError::unavailable()
-    }
-}
 
 /// Where a key's tab is, as Redis says.
 #[derive(Debug, Clone, PartialEq, Eq)]
