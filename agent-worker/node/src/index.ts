@@ -1,0 +1,4 @@
+export * from './errors.js';
+export * from './keys.js';
+export * from './client.js';
+export * from './tools.js';
