@@ -36,9 +36,14 @@ export const FOLLOW_WAIT_MS = 25_000;
 /** Pause after the worker could not be asked, before asking again. */
 export const FOLLOW_RETRY_MS = 1_000;
 
-/** What a mode change updates: LiveKit's `Agent` has it. */
+/**
+ * What a mode change updates: LiveKit's `Agent` has it. With `updateTools` and `toolCtx` too
+ * (an `Agent` has them), the agent's tool context is rebuilt before a mode move returns.
+ */
 export interface InstructionsTarget {
   updateInstructions(instructions: string): Promise<void>;
+  updateTools?(tools: any): Promise<void>;
+  readonly toolCtx?: { readonly tools: readonly unknown[] };
 }
 
 /** The agent's instructions for the mode of `offer`, after `base`. */
@@ -237,6 +242,10 @@ export class UiTools {
    * `ToolError` with a sentence it can say. A mode change brings the new mode's tools first.
    */
   async call(spec: ToolSpec, args: Record<string, unknown>, signal?: AbortSignal): Promise<unknown> {
+    return (await this.#invoke(spec, args, signal)).output;
+  }
+
+  async #invoke(spec: ToolSpec, args: Record<string, unknown>, signal?: AbortSignal): Promise<{ output: unknown; modeChanged: boolean }> {
     let outcome: CallOutcome;
     try {
       outcome = await this.client.callTool(spec.name, args, signal ? { spec, signal } : { spec });
@@ -259,7 +268,13 @@ export class UiTools {
       }
     }
     if (!outcome.ok) throw new llm.ToolError(speech(outcome.error, spec.name));
-    return toolOutput(outcome);
+    return { output: toolOutput(outcome), modeChanged: outcome.modeChanged };
+  }
+
+  /** Rebuilds the bound agent's tool context from its tools (the toolset's new contents). */
+  async #syncAgent(): Promise<void> {
+    const target = this.#target;
+    if (target?.updateTools && target.toolCtx) await target.updateTools(target.toolCtx.tools);
   }
 
   async #retarget(previous: ToolOffer, offer: ToolOffer): Promise<void> {
@@ -281,8 +296,14 @@ export class UiTools {
       // The catalog's JSON Schema, verbatim (LiveKit takes a raw JSON Schema as is).
       // eslint-disable-next-line @typescript-eslint/no-explicit-any
       parameters: spec.parameters as any,
-      execute: (args: Record<string, unknown>, opts: llm.ToolOptions) =>
-        this.call(spec, { ...(args ?? {}) }, opts?.abortSignal),
+      execute: async (args: Record<string, unknown>, opts: llm.ToolOptions) => {
+        const { output, modeChanged } = await this.#invoke(spec, { ...(args ?? {}) }, opts?.abortSignal);
+        // The agent's tool context is rebuilt before the move returns. LiveKit Agents 1.9
+        // (Node) keeps the tools a reply started with for all its steps: the new mode's tools
+        // are the model's from the next reply on.
+        if (modeChanged) await this.#syncAgent();
+        return output;
+      },
     }) as llm.FunctionTool;
   }
 }

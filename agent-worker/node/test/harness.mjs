@@ -36,7 +36,7 @@ export async function eventually(check, what, ms = 5000) {
   let last;
   while (Date.now() < until) {
     last = await check();
-    if (last) return last;
+    if (last && !(Array.isArray(last) && last.length === 0)) return last;
     await sleep(25);
   }
   throw new Error(`timed out after ${ms} ms waiting for ${what}`);
