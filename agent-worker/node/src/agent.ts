@@ -1,0 +1,86 @@
+#!/usr/bin/env node
+/**
+ * The reference agent as a program: `voice-relay-agent start|dev|connect --room R`.
+ *
+ * Models come from the environment (the same variables as the Python reference agent): an
+ * OpenAI-compatible LLM (required), STT and TTS (optional). With no LLM, no agent secret, or
+ * no LiveKit server, it refuses to start and says what is missing (exit 64).
+ */
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { ServerOptions, cli, defineAgent, type JobContext } from '@livekit/agents';
+import * as openai from '@livekit/agents-plugin-openai';
+import { ConfigError, EXIT_CONFIG, describeEndpoint, livekitProblems, loadConfig, type Settings } from './config.js';
+import { runSession, type Pipeline } from './session.js';
+
+const RUN_COMMANDS = ['start', 'dev', 'connect'];
+
+/** The OpenAI-compatible models that `settings` configure. */
+export function buildPipeline(settings: Settings): Pipeline {
+  const model = new openai.LLM({ model: settings.llm.model, baseURL: settings.llm.baseURL, apiKey: settings.llm.apiKey });
+  const pipeline: Pipeline = { llm: model };
+  if (settings.stt) {
+    pipeline.stt = new openai.STT({
+      model: settings.stt.model,
+      language: settings.sttLanguage,
+      baseURL: settings.stt.baseURL,
+      apiKey: settings.stt.apiKey,
+    });
+  }
+  if (settings.tts) {
+    pipeline.tts = new openai.TTS({
+      model: settings.tts.model,
+      voice: settings.ttsVoice as openai.TTSVoices,
+      baseURL: settings.tts.baseURL,
+      apiKey: settings.tts.apiKey,
+    });
+  }
+  return pipeline;
+}
+
+export default defineAgent({
+  entry: async (ctx: JobContext) => {
+    const { settings } = loadConfig();
+    await runSession(ctx, settings, buildPipeline(settings));
+  },
+});
+
+/** Checks the configuration for `argv`'s command; prints every problem and exits when fatal. */
+export function check(argv: readonly string[], env = process.env): void {
+  const command = argv.find((a) => !a.startsWith('-'));
+  if (command === undefined || !RUN_COMMANDS.includes(command)) return;
+  try {
+    const lk = livekitProblems(env, argv);
+    let loaded: ReturnType<typeof loadConfig>;
+    try {
+      loaded = loadConfig(env);
+    } catch (e) {
+      throw e instanceof ConfigError ? new ConfigError([...e.problems, ...lk]) : e;
+    }
+    if (lk.length > 0) throw new ConfigError(lk);
+    const { settings, notes } = loaded;
+    console.error(`voice-relay-agent: worker at ${settings.workerUrl}`);
+    console.error(`voice-relay-agent: LLM ${describeEndpoint(settings.llm)}`);
+    if (settings.stt) console.error(`voice-relay-agent: STT ${describeEndpoint(settings.stt)}`);
+    if (settings.tts) console.error(`voice-relay-agent: TTS ${describeEndpoint(settings.tts)}`);
+    for (const note of notes) console.error(`voice-relay-agent: ${note}`);
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    for (const problem of e.problems) console.error(`voice-relay-agent: ${problem}`);
+    process.exit(EXIT_CONFIG);
+  }
+}
+
+function isMain(): boolean {
+  try {
+    return process.argv[1] !== undefined && realpathSync(process.argv[1]) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+if (isMain()) {
+  check(process.argv.slice(2));
+  // Without LIVEKIT_AGENT_NAME: dispatched into every new room.
+  cli.runApp(new ServerOptions({ agent: fileURLToPath(import.meta.url) }));
+}

@@ -1,0 +1,39 @@
+// The reference agent's configuration: no fake default, every problem named, secrets never shown.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { ConfigError, loadConfig } from '../dist/index.js';
+
+const agent = fileURLToPath(new URL('../dist/agent.js', import.meta.url));
+
+test('no LLM and no secret: refused, each problem named', () => {
+  assert.throws(() => loadConfig({}), (e) => e instanceof ConfigError
+    && e.problems.some((p) => p.startsWith('RELAY_AGENT_SECRET'))
+    && e.problems.some((p) => p.startsWith('no LLM')));
+  assert.throws(() => loadConfig({ RELAY_AGENT_SECRET: 's', AGENT_LLM_BASE_URL: 'http://127.0.0.1:1/v1' }), /AGENT_LLM_MODEL is required/);
+  assert.throws(() => loadConfig({ RELAY_AGENT_SECRET: 's', AGENT_LLM_MODEL: 'm' }), /names no endpoint/);
+});
+
+test('an OpenAI-compatible server configures the models', () => {
+  const { settings, notes } = loadConfig({
+    RELAY_AGENT_SECRET: 'first,second', AGENT_LLM_BASE_URL: 'http://127.0.0.1:8000/v1', AGENT_LLM_MODEL: 'local', AGENT_STT: 'none', AGENT_TTS: 'none',
+  });
+  assert.equal(settings.agentSecret, 'first');
+  assert.deepEqual(settings.llm, { model: 'local', baseURL: 'http://127.0.0.1:8000/v1', apiKey: 'not-set' });
+  assert.equal(settings.stt, null);
+  assert.equal(notes.length, 2);
+  const openai = loadConfig({ RELAY_AGENT_SECRET: 's', OPENAI_API_KEY: 'sk-test' }).settings;
+  assert.equal(openai.llm.model, 'gpt-4.1-mini');
+  assert.equal(openai.tts.model, 'gpt-4o-mini-tts');
+});
+
+test('the program refuses to start, exit 64, without printing secrets', () => {
+  const run = spawnSync(process.execPath, [agent, 'start'], {
+    env: { PATH: process.env.PATH, RELAY_AGENT_SECRET: 'secret-not-to-print', AGENT_LLM_MODEL: 'm' }, encoding: 'utf8', timeout: 30000,
+  });
+  assert.equal(run.status, 64, run.stderr);
+  assert.match(run.stderr, /names no endpoint/);
+  assert.match(run.stderr, /LIVEKIT_URL is not set/);
+  assert.ok(!run.stderr.includes('secret-not-to-print'));
+});
