@@ -496,6 +496,10 @@ cmd_test() {
   say "== python tests (the agent package; against the real worker and relay binaries)"
   (cd "$ROOT/agent-worker/python" && RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" \
     TEST_LOG_DIR="$ROOT/test-logs" "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests) 2>&1 | tee "$out/py.txt" || rc=$?
+  say "== node agent package (agent-worker/node: type check, lint, tests against the real worker and relay)"
+  (cd "$ROOT/agent-worker/node" && npm ci --no-audit --no-fund >/dev/null && npm run -s build && npm run -s typecheck &&
+    npm run -s lint && RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" \
+    node --test --test-concurrency=1 --test-reporter=spec test/) 2>&1 | tee "$out/nodeagent.txt" || rc=1
   say "== protocol tests (relay and agent-worker binaries, tabs played by the official socket.io-client)"
   say "== browser tests (the demo page in Chromium; screenshots in test-logs/screenshots)"
   say "== package test (npm pack of the browser client, installed into a fresh React app built with Vite, in Chromium)"
@@ -534,10 +538,10 @@ cmd_test() {
   pp=$(tail -n 1 "$out/py.txt" | { grep -oE '[0-9]+ passed' || true; } | awk '{s+=$1} END {print s+0}')
   pf=$(tail -n 1 "$out/py.txt" | { grep -oE '[0-9]+ (failed|error|errors)' || true; } | awk '{s+=$1} END {print s+0}')
   ((pp + pf > 0)) || pf=$((pf + 1))
-  np=$(cat "$out"/{node,voice,mcp,api,soak,ops}.txt | { grep -oE '^ℹ pass [0-9]+' || true; } | awk '{s+=$3} END {print s+0}')
-  nf=$(cat "$out"/{node,voice,mcp,api,soak,ops}.txt | { grep -oE '^ℹ fail [0-9]+' || true; } | awk '{s+=$3} END {print s+0}')
+  np=$(cat "$out"/{nodeagent,node,voice,mcp,api,soak,ops}.txt | { grep -oE '^ℹ pass [0-9]+' || true; } | awk '{s+=$3} END {print s+0}')
+  nf=$(cat "$out"/{nodeagent,node,voice,mcp,api,soak,ops}.txt | { grep -oE '^ℹ fail [0-9]+' || true; } | awk '{s+=$3} END {print s+0}')
   # No summary at all means a runner died before reporting: count that as a failure.
-  for f in node voice mcp api soak ops; do
+  for f in nodeagent node voice mcp api soak ops; do
     grep -qE '^ℹ fail' "$out/$f.txt" || nf=$((nf + 1))
   done
   rm -rf "$out"
