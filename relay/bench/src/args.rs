@@ -1,0 +1,66 @@
+//! The generator's command line.
+
+use clap::Parser;
+
+#[derive(Parser, Clone)]
+#[command(name = "loadgen", about = "Load generator for the voice-agent relay")]
+pub struct Args {
+    /// Server base URL.
+    #[arg(long, default_value = "http://127.0.0.1:3001")]
+    pub url: String,
+    /// Agent secret (Bearer).
+    #[arg(long, env = "RELAY_AGENT_SECRET", hide_env_values = true)]
+    pub secret: String,
+    /// Label for the report.
+    #[arg(long, default_value = "relay")]
+    pub label: String,
+    /// Tabs to open.
+    #[arg(long, default_value_t = 100)]
+    pub tabs: usize,
+    /// Concurrent agents (HTTP connections); 0 only opens tabs (idle measurement).
+    #[arg(long, default_value_t = 32)]
+    pub agents: usize,
+    /// Await each call's answer.
+    #[arg(long)]
+    pub awaited: bool,
+    /// Measured seconds (after the warm-up).
+    #[arg(long, default_value_t = 10.0)]
+    pub duration_secs: f64,
+    /// Seconds of calls before the measured ones.
+    #[arg(long, default_value_t = 1.0)]
+    pub warmup_secs: f64,
+    /// Calls per second across all agents; unset means closed loop.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// How tabs bind: `token` (handshake auth) or `register` (bare key event).
+    #[arg(long, default_value = "token")]
+    pub bind: String,
+    /// Server process to measure (RSS, CPU).
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// Seconds to hold idle tabs before measuring memory.
+    #[arg(long, default_value_t = 2.0)]
+    pub settle_secs: f64,
+    /// Where agents post their calls, when not to `--url` (tabs on one relay node, calls to
+    /// another: the several-node path).
+    #[arg(long)]
+    pub call_url: Option<String>,
+    /// Tabs connecting at once.
+    #[arg(long, default_value_t = 200)]
+    pub connect_concurrency: usize,
+    /// Request headers of each tab's handshake: `browser` (what Chromium sends, with a 200-byte
+    /// cookie) or `plain` (host and the upgrade headers only).
+    #[arg(long, default_value = "browser")]
+    pub headers: String,
+    /// After binding, send every tab one fire-and-forget call with this many bytes of params
+    /// and measure the server's memory again once all arrived (0: no such call).
+    #[arg(long, default_value_t = 0)]
+    pub big_emit_bytes: usize,
+    /// After binding, each tab declares it handles this many tools (`voice-agent:handles`),
+    /// as the browser client does (0: tabs never declare).
+    #[arg(long, default_value_t = 0)]
+    pub handles: usize,
+}
+
+/// Tabs per loopback source address: each (source, destination) pair has ~28k ephemeral ports.
+pub const TABS_PER_SOURCE_IP: usize = 20_000;
