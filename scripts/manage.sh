@@ -66,7 +66,7 @@ RELAY_AGENT_SECRET=$(random_hex 32)
 # Who may get a token. open: anyone, always in a fresh room of its own; the demo page asks for
 # its token itself, so "start" runs open, for development only. In production: issuer (your
 # app's backend asks POST /token with RELAY_TOKEN_ISSUER_SECRET, as deploy/compose*.yaml do) or
-# app-jwt; see the README, "Securing the token service".
+# app-jwt; see docs/security.md.
 RELAY_TOKEN_MODE=open
 RELAY_TOKEN_ISSUER_SECRET=$(random_hex 32)
 # Tabs bind with their token; true only for frontends that register bare keys.
