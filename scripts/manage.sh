@@ -66,7 +66,7 @@ RELAY_AGENT_SECRET=$(random_hex 32)
 # Who may get a token. open: anyone, always in a fresh room of its own; the demo page asks for
 # its token itself, so "start" runs open, for development only. In production: issuer (your
 # app's backend asks POST /token with RELAY_TOKEN_ISSUER_SECRET, as deploy/compose*.yaml do) or
-# app-jwt; see the README, "Securing the token service".
+# app-jwt; see docs/security.md.
 RELAY_TOKEN_MODE=open
 RELAY_TOKEN_ISSUER_SECRET=$(random_hex 32)
 # Tabs bind with their token; true only for frontends that register bare keys.
@@ -505,7 +505,7 @@ cmd_test() {
   say "== package test (npm pack of the browser client, installed into a fresh React app built with Vite, in Chromium)"
   (cd "$ROOT/web" && RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" \
     TEST_LOG_DIR="$ROOT/test-logs" CHROMIUM_PATH="$chromium" \
-    node --test --test-concurrency=2 --test-reporter=spec test/protocol/ test/browser/ test/package/) 2>&1 | tee "$out/node.txt" || rc=$?
+    node --test --test-concurrency=2 --test-reporter=spec test/protocol/ test/browser/ test/package/ test/docs/) 2>&1 | tee "$out/node.txt" || rc=$?
   say "== voice room test (LiveKit server, relay, worker, reference agent, Chromium; in a network namespace)"
   ensure_livekit
   if [[ "$(id -u)" != 0 ]]; then

@@ -305,8 +305,8 @@ async function run(mode) {
   }
   for (const f of fired) {
     if (deliveries.has(f.seq)) continue;
-    // A fire-and-forget call handed over in the moment its tab dropped may be lost (said in the
-    // README); one that no churn came near is a loss.
+    // A fire-and-forget call handed over in the moment its tab dropped may be lost (said in
+    // docs/several-nodes.md); one that no churn came near is a loss.
     const near = f.slot.churnAt.some((t) => Math.abs(t - f.at) < 2000);
     if (!near) stats.lost++;
   }

@@ -96,7 +96,7 @@ fn init_tracing(format: LogFormat) {
 
 /// With `--features mimalloc`: about 8% less CPU per call (glibc's malloc consolidates its fast
 /// bins on the larger allocations of every call) and 13% less memory per idle tab, for 6 MB more
-/// at start and more held after bursts (see the README, "Allocator").
+/// at start and more held after bursts (see docs/benchmark.md, "Allocator").
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
