@@ -34,6 +34,15 @@ use relay_wire::Fp;
 #[derive(Clone)]
 struct HandshakeToken(Arc<VerifiedToken>);
 
+/// Set while the key of a handshake token is being bound: socketioxide sends CONNECT before the
+/// connect handler binds, so a tab may declare its tools before its key is bound; such a
+/// declaration waits for the bind (at most [`BIND_WAIT`]).
+#[derive(Clone)]
+struct Binding(Arc<tokio::sync::Notify>);
+
+/// The longest a declaration waits for its socket's handshake bind.
+const BIND_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A refused handshake. Its `Display` is the JSON object the client's `connect_error` receives:
 /// `err.message` and `err.data = {code, message}`.
 #[derive(Debug)]
@@ -171,6 +180,8 @@ async fn check_token(s: &TabSocket, app: &App, auth: Option<Value>) -> Result<()
             }
             Ok(false) => {
                 s.extensions().insert(HandshakeToken(Arc::new(verified)));
+                s.extensions()
+                    .insert(Binding(Arc::new(tokio::sync::Notify::new())));
                 Ok(())
             }
             Err(e) => Err(Refusal(e)),
@@ -188,7 +199,11 @@ async fn on_connect<A: RelayAdapter>(s: SocketRef<A>, State(app): State<Arc<App>
     };
     let proof = Proof::Token { exp: verified.exp };
     let tab = A::tab(&s);
-    if let Err(err) = bind(&app, &tab, &verified.api_key, proof).await {
+    let bound = bind(&app, &tab, &verified.api_key, proof).await;
+    if let Some(Binding(done)) = s.extensions.remove::<Binding>() {
+        done.notify_waiters();
+    }
+    if let Err(err) = bound {
         // The middleware checked the key; it was revoked in between: tell the tab and drop it.
         // When Redis is unreachable the tab is only dropped, so the client reconnects later.
         tracing::info!(key = %Fp(&verified.api_key), reason = %err.message, "bind refused");
@@ -331,8 +346,24 @@ async fn on_handles<A: RelayAdapter>(
     let _ = ack.send(&answer);
 }
 
+/// The key `s` holds, once its handshake bind (if one runs) is over.
+async fn bound_key(s: &TabSocket) -> Option<Arc<str>> {
+    if let Some(BoundKey(key)) = s.extensions().get::<BoundKey>() {
+        return Some(key);
+    }
+    let Binding(done) = s.extensions().get::<Binding>()?;
+    let finished = done.notified();
+    tokio::pin!(finished);
+    finished.as_mut().enable();
+    // Read again after registering for the wake-up: a bind that ended in between is not missed.
+    if s.extensions().get::<Binding>().is_some() {
+        let _ = tokio::time::timeout(BIND_WAIT, finished).await;
+    }
+    s.extensions().get::<BoundKey>().map(|BoundKey(key)| key)
+}
+
 async fn declare(app: &App, s: &TabSocket, arg: Option<Value>) -> Result<u64, ErrorObject> {
-    let Some(BoundKey(key)) = s.extensions().get::<BoundKey>() else {
+    let Some(key) = bound_key(s).await else {
         return Err(error_object(
             ErrorCode::Unauthorized,
             "bind a key before declaring the tools this tab handles",

@@ -77,6 +77,19 @@ test('a declaration the relay refuses names what is wrong; an unbound socket may
   tab.close();
 });
 
+test('a declaration sent at once on connect (before the handshake bind ends) waits for the bind', async () => {
+  // socket.io-client buffers an emit made before connecting and sends it right after CONNECT,
+  // which the relay sends before its connect handler binds the key.
+  for (let i = 0; i < 20; i++) {
+    const minted = await relay.token();
+    const tab = relay.tab({ token: minted.token, autoConnect: false });
+    const ack = within(5000, tab.socket.emitWithAck('voice-agent:handles', { tools: [`t${i}`] }), 'the handles ack');
+    tab.socket.connect();
+    assert.deepEqual(await ack, { ok: true, revision: 1 }, `attempt ${i}`);
+    tab.close();
+  }
+});
+
 test('an agent waits for the declaration to change, within its bound', async () => {
   const { tab, apiKey } = await relay.boundTab();
   // Nothing changes: answered at the end of the wait.
