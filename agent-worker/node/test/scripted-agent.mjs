@@ -42,7 +42,8 @@ export const FAKE_NOTICE =
   '(OpenPopover, enter_spread, then draw_card in the next reply)';
 /** What the "user" asks in the second reply (typed: there is no STT). */
 export const USER_REQUEST = 'Please draw a card for me.';
-const PICK_LABEL = process.env.SCRIPTED_POSITION ?? 'Past';
+/** The spread position the script draws a card for. */
+export const POSITION = 'Past';
 
 function emit(event, fields = {}) {
   process.stdout.write(`${JSON.stringify({ event, ...fields })}\n`);
@@ -71,8 +72,8 @@ function nameTheCard(chatCtx) {
 const SCRIPT = [
   { tool: 'OpenPopover', args: { message: 'Hello from the agent' } },
   { tool: 'enter_spread', args: {} },
-  { text: () => `Let us draw a card for the ${PICK_LABEL.toLowerCase()}.` },
-  { tool: 'draw_card', args: { positionLabel: PICK_LABEL, promptRole: 'What led you here' } },
+  { text: () => `Let us draw a card for the ${POSITION.toLowerCase()}.` },
+  { tool: 'draw_card', args: { positionLabel: POSITION, promptRole: 'What led you here' } },
   { text: nameTheCard },
 ];
 
@@ -106,16 +107,16 @@ export class ScriptedLLM extends llm.LLM {
 }
 
 class ScriptedStream extends llm.LLMStream {
-  constructor(model, params, step) {
-    super(model, params);
-    this.model = model;
+  constructor(scripted, params, step) {
+    super(scripted, params);
+    this.scripted = scripted;
     this.step = step;
   }
 
   async run() {
     const id = randomUUID().slice(0, 12);
     if (this.step.tool) {
-      this.model.emittedAt.set(this.step.tool, Date.now());
+      this.scripted.emittedAt.set(this.step.tool, Date.now());
       const call = llm.FunctionCall.create({ callId: `call_${id}`, name: this.step.tool, args: JSON.stringify(this.step.args) });
       this.queue.put({ id, delta: { role: 'assistant', toolCalls: [call] } });
     } else {
@@ -154,7 +155,7 @@ function parseWav(buf) {
 /** Runs espeak-ng on `text`: its WAV output, bounded in time. */
 function speak(text, signal) {
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.env.ESPEAK ?? 'espeak-ng', ['-v', 'en', '-s', '170', '--stdout'], { stdio: ['pipe', 'pipe', 'pipe'], signal });
+    const proc = spawn('espeak-ng', ['-v', 'en', '-s', '170', '--stdout'], { stdio: ['pipe', 'pipe', 'pipe'], signal });
     const chunks = [];
     const timer = setTimeout(() => proc.kill('SIGKILL'), 20000);
     proc.stdout.on('data', (d) => chunks.push(d));

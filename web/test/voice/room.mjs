@@ -47,7 +47,7 @@ const AGENTS = {
     // card in a second reply (see scripted-agent.mjs).
     position: 'Past',
     ready: () => assert.ok(existsSync(join(nodeAgentDir, 'dist/index.js')), 'agent-worker/node is not built: npm ci && npm run build there'),
-    command: () => [process.execPath, [join(nodeAgentDir, 'test/scripted-agent.mjs'), 'start'], { SCRIPTED_POSITION: 'Past' }],
+    command: () => [process.execPath, [join(nodeAgentDir, 'test/scripted-agent.mjs'), 'start'], {}],
   },
 };
 
