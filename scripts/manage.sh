@@ -270,28 +270,62 @@ start_livekit() {
   return 0
 }
 
-# Starts the reference voice agent (agent-worker/python) with the model settings from .env; it
-# refuses (and says what is missing) when they are incomplete.
+# Installs the Node agent package's npm packages (npm ci) when they are missing or stale, and
+# builds it (dist/) when its sources are newer.
+ensure_node_agent() {
+  need node "Install Node.js 20 or newer."
+  need npm "Install npm."
+  local pkg="$ROOT/agent-worker/node"
+  if [[ ! -d "$pkg/node_modules" || "$pkg/package-lock.json" -nt "$pkg/node_modules/.package-lock.json" ]]; then
+    say "installing the Node agent package's dependencies (npm ci in agent-worker/node)…"
+    (cd "$pkg" && npm ci --no-audit --no-fund >/dev/null) || die "npm ci failed in $pkg"
+  fi
+  if [[ ! -f "$pkg/dist/agent.js" || -n "$(find "$pkg/src" "$pkg/package.json" "$pkg/tsconfig.json" "$pkg/tsconfig.build.json" -newer "$pkg/dist/agent.js" -type f -print -quit 2>/dev/null)" ]]; then
+    say "building the Node agent package…"
+    (cd "$pkg" && npm run -s build) || die "the Node agent package did not build"
+  fi
+}
+
+# Starts a reference voice agent, the Python one (agent-worker/python) or the Node one
+# (agent-worker/node), with the model settings from .env; it refuses (and says what is missing)
+# when they are incomplete.
 start_agent() {
-  ensure_venv
+  local kind="${1:-python}" cmd readme
+  if [[ "$kind" == node ]]; then
+    ensure_node_agent
+    cmd=(node "$ROOT/agent-worker/node/dist/agent.js" start)
+    readme=agent-worker/node/README.md
+  else
+    ensure_venv
+    cmd=("$VENV/bin/python" -m voice_relay_agent start)
+    readme=agent-worker/python/README.md
+  fi
   if livekit_local && ! pid_alive "$RUN_DIR/livekit.pid"; then
     say "agent: NOT STARTED: no LiveKit server runs here for it to join"
     return 0
   fi
+  pid_alive "$RUN_DIR/agent.pid" || printf '%s\n' "$kind" >"$RUN_DIR/agent.kind"
   # Its first start loads LiveKit Agents and its plugins: allow it up to 60 s.
   if ! WORKER_URL="${WORKER_URL:-http://$(worker_addr)}" AGENT_HTTP_PORT="${AGENT_HTTP_PORT:-8081}" READY_TRIES=600 \
-      start_proc agent "$VENV/bin/python" -m voice_relay_agent start; then
-    say "agent: NOT STARTED: see the reasons above; its models are set in $ENV_FILE (agent-worker/python/README.md)"
+      start_proc agent "${cmd[@]}"; then
+    rm -f "$RUN_DIR/agent.kind"
+    say "agent: NOT STARTED: see the reasons above; its models are set in $ENV_FILE ($readme)"
   fi
   return 0
 }
 
 cmd_start() {
-  local with_agent=0 arg
-  for arg in "$@"; do
+  local agent_kind="" arg
+  while (($#)); do
+    arg="$1"
+    shift
     case "$arg" in
-      --agent) with_agent=1 ;;
-      *) die "start: unknown option $arg (only --agent)" ;;
+      --agent)
+        agent_kind=python
+        if [[ "${1:-}" == python || "${1:-}" == node ]]; then agent_kind="$1"; shift; fi
+        ;;
+      --agent=python | --agent=node) agent_kind="${arg#--agent=}" ;;
+      *) die "start: unknown option $arg (only --agent [python|node])" ;;
     esac
   done
   mkdir -p "$RUN_DIR"
@@ -307,7 +341,7 @@ cmd_start() {
   start_proc relay "$RELAY_BIN" || die "the relay did not start"
   WORKER_STATE_FILE="${WORKER_STATE_FILE:-$RUN_DIR/worker-sessions.json}" \
     start_proc worker "$WORKER_BIN" serve || die "the worker did not start"
-  ((with_agent)) && start_agent
+  [[ -n "$agent_kind" ]] && start_agent "$agent_kind"
   local addr; addr="$(relay_addr)"
   say ""
   say "demo page:  http://$addr/  (press Ctrl+K or the headset button to start a session)"
@@ -350,13 +384,15 @@ cmd_status() {
       continue
     fi
     if [[ "$name" == agent ]] && ! pid_alive "$RUN_DIR/agent.pid"; then
-      say "agent: not running (start --agent runs it)"
+      say "agent: not running (start --agent [python|node] runs it)"
       continue
     fi
     if pid_alive "$RUN_DIR/$name.pid"; then
       local health="not ready"
       curl -fsS "http://$addr$(health_path "$name")" >/dev/null 2>&1 && health="ready"
-      say "$name: running, pid $(cat "$RUN_DIR/$name.pid"), http://$addr, $health"
+      local label="$name"
+      [[ "$name" == agent && -f "$RUN_DIR/agent.kind" ]] && label="agent ($(cat "$RUN_DIR/agent.kind"))"
+      say "$label: running, pid $(cat "$RUN_DIR/$name.pid"), http://$addr, $health"
     else
       say "$name: stopped"
       rc=3
@@ -506,7 +542,7 @@ cmd_test() {
   (cd "$ROOT/web" && RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" \
     TEST_LOG_DIR="$ROOT/test-logs" CHROMIUM_PATH="$chromium" \
     node --test --test-concurrency=2 --test-reporter=spec test/protocol/ test/browser/ test/package/ test/docs/) 2>&1 | tee "$out/node.txt" || rc=$?
-  say "== voice room test (LiveKit server, relay, worker, reference agent, Chromium; in a network namespace)"
+  say "== voice room tests (LiveKit server, relay, worker, the Python and the Node reference agent, Chromium; in a network namespace)"
   ensure_livekit
   if [[ "$(id -u)" != 0 ]]; then
     say "!! the voice room test needs root for its network namespace (ip netns); counted as failed"
@@ -515,7 +551,7 @@ cmd_test() {
   else
     (cd "$ROOT/web" && RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" \
       TEST_LOG_DIR="$ROOT/test-logs" CHROMIUM_PATH="$chromium" VA_TOOLS_DIR="$TOOLS_DIR" \
-      "$ROOT/scripts/netns.sh" node --test --test-reporter=spec test/voice/) 2>&1 | tee "$out/voice.txt" || rc=$?
+      "$ROOT/scripts/netns.sh" node --test --test-concurrency=1 --test-reporter=spec test/voice/) 2>&1 | tee "$out/voice.txt" || rc=$?
   fi
   say "== MCP conformance (the official suite against the worker's /mcp, baseline in agent-worker/mcp-conformance)"
   (RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" TEST_LOG_DIR="$ROOT/test-logs" \
@@ -576,8 +612,9 @@ cmd_bench() {
 usage() {
   cat <<EOF
 usage: scripts/manage.sh <command>
-  start [--agent]  build what is missing, create .env, start LiveKit, the relay and the worker
-                   (and the reference voice agent with --agent), wait until ready
+  start [--agent [python|node]]  build what is missing, create .env, start LiveKit, the relay
+                   and the worker (and a reference voice agent with --agent: the Python one,
+                   or the Node one with --agent node), wait until ready
   stop             stop what start started (SIGTERM, bounded wait, then kill)
   restart          stop, then start
   status           show what runs, its pid, address and readiness

@@ -45,6 +45,18 @@ export default defineAgent({
   },
 });
 
+/**
+ * The port of LiveKit's health server: `AGENT_HTTP_PORT` (as for the Python reference agent),
+ * else LiveKit's default (8081 with `start`). Throws {@link ConfigError} when it is not a port.
+ */
+export function httpPort(env: Readonly<Record<string, string | undefined>> = process.env): number | undefined {
+  const raw = env['AGENT_HTTP_PORT']?.trim();
+  if (!raw) return undefined;
+  const port = /^\d+$/.test(raw) ? Number(raw) : NaN;
+  if (!(port >= 1 && port <= 65535)) throw new ConfigError([`AGENT_HTTP_PORT=${JSON.stringify(raw)} must be a port from 1 to 65535`]);
+  return port;
+}
+
 /** Checks the configuration for `argv`'s command; prints every problem and exits when fatal. */
 export function check(argv: readonly string[], env = process.env): void {
   const command = argv.find((a) => !a.startsWith('-'));
@@ -58,6 +70,7 @@ export function check(argv: readonly string[], env = process.env): void {
       throw e instanceof ConfigError ? new ConfigError([...e.problems, ...lk]) : e;
     }
     if (lk.length > 0) throw new ConfigError(lk);
+    httpPort(env);
     const { settings, notes } = loaded;
     console.error(`voice-relay-agent: worker at ${settings.workerUrl}`);
     console.error(`voice-relay-agent: LLM ${describeEndpoint(settings.llm)}`);
@@ -82,5 +95,6 @@ function isMain(): boolean {
 if (isMain()) {
   check(process.argv.slice(2));
   // Without LIVEKIT_AGENT_NAME: dispatched into every new room.
-  cli.runApp(new ServerOptions({ agent: fileURLToPath(import.meta.url) }));
+  const port = httpPort();
+  cli.runApp(new ServerOptions({ agent: fileURLToPath(import.meta.url), ...(port ? { port } : {}) }));
 }
