@@ -105,8 +105,8 @@ export class Conversation {
 
   private showTranscript(show: boolean): void {
     this.el.transcript.hidden = !show;
+    // The name stays "Transcript": aria-expanded tells whether it is shown.
     this.el.transcriptToggle.setAttribute('aria-expanded', String(show));
-    this.el.transcriptToggle.textContent = show ? 'Hide transcript' : 'Show transcript';
   }
 
   private async send(): Promise<void> {
@@ -140,8 +140,8 @@ export class Conversation {
 
   private showPtt(): void {
     const { held, error } = this.ptt.getSnapshot();
+    // The name stays: aria-pressed tells whether the microphone is open.
     this.el.ptt.setAttribute('aria-pressed', String(held));
-    this.el.ptt.textContent = held ? 'Talking… (release Space)' : 'Hold to talk (Space)';
     if (error) this.el.chatStatus.textContent = error;
   }
 

@@ -331,6 +331,7 @@ export function useConfirmLeave(active: boolean, message: string = DEFAULT_LEAVE
 export interface TranscriptProps {
   /** How each speaker is named before their words (default 'Agent' and 'You'). */
   labels?: Partial<Record<Speaker, string>>;
+  id?: string;
   className?: string;
   /** The list's accessible name (default 'Conversation transcript'). */
   label?: string;
@@ -345,7 +346,7 @@ export function Transcript(props: TranscriptProps): ReactElement {
   const labels = { agent: 'Agent', user: 'You', ...props.labels };
   return createElement(
     'ol',
-    { role: 'log', 'aria-live': 'polite', 'aria-label': props.label ?? 'Conversation transcript', className: props.className },
+    { role: 'log', 'aria-live': 'polite', 'aria-label': props.label ?? 'Conversation transcript', id: props.id, className: props.className },
     segments.map((s) =>
       createElement(
         'li',

@@ -107,7 +107,7 @@ test('the transcript toggle shows and hides the transcript, by keyboard; the lis
   await page.keyboard.press('Enter');
   assert.equal(await page.getAttribute('#transcript-toggle', 'aria-expanded'), 'true');
   assert.equal(await page.isVisible('#transcript'), true);
-  assert.equal(await page.textContent('#transcript-toggle'), 'Hide transcript');
+  assert.equal(await page.textContent('#transcript-toggle'), 'Transcript', 'the name stays; aria-expanded says open or closed');
   assert.equal(await page.getAttribute('#transcript-list', 'aria-live'), 'polite');
   assert.equal(await page.getAttribute('#transcript-list', 'role'), 'log');
   assert.equal(await page.textContent('#transcript-empty'), 'Nothing said yet.');
@@ -128,7 +128,7 @@ test('push-to-talk: switched on by keyboard; Space held presses the talk button 
   assert.equal(await page.evaluate(() => document.activeElement?.id), 'ptt');
   await page.keyboard.down('Space');
   assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'true');
-  assert.equal(await page.textContent('#ptt'), 'Talking… (release Space)');
+  assert.equal(await page.textContent('#ptt'), 'Hold to talk (Space)', 'the name stays; aria-pressed says held');
   await shot(page, '01c-push-to-talk-held');
   await page.keyboard.up('Space');
   assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'false', 'released, and not toggled by the button\'s own Space click');
