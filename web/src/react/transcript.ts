@@ -99,7 +99,8 @@ export class TranscriptStore {
 
   /**
    * Follows a joined room's transcriptions until the returned function is called. Takes the
-   * room's text stream handler for `lk.transcription` (livekit-client allows one per topic).
+   * room's text stream handler for `lk.transcription` (livekit-client allows one per topic; if
+   * another took it, only TranscriptionReceived is read).
    */
   attach(room: TranscriptRoom): () => void {
     let live = true;
@@ -119,12 +120,20 @@ export class TranscriptStore {
         this.update({ id: s.id, speaker: mine ? 'user' : 'agent', identity: participant?.identity ?? null, text: s.text, final: s.final });
       }
     };
-    room.registerTextStreamHandler(TRANSCRIPTION_TOPIC, onStream);
+    // livekit-client allows one handler per topic: when the app took it already, only the
+    // TranscriptionReceived event is read.
+    let streams = true;
+    try {
+      room.registerTextStreamHandler(TRANSCRIPTION_TOPIC, onStream);
+    } catch {
+      streams = false;
+    }
     room.on('transcriptionReceived', onEvent);
     return () => {
       if (!live) return;
       live = false;
       room.off('transcriptionReceived', onEvent);
+      if (!streams) return;
       try {
         room.unregisterTextStreamHandler(TRANSCRIPTION_TOPIC);
       } catch {

@@ -172,8 +172,17 @@ test('transcript: detaching unregisters the stream handler and the event listene
   room.emit('transcriptionReceived', [{ id: 'x', text: 'late', final: true }], { identity: 'agent-7' });
   assert.deepEqual(t.getSnapshot(), []);
   // A room can be followed again (the handler slot is free).
-  t.attach(room);
+  const again = t.attach(room);
   assert.equal(room.handlers.has('lk.transcription'), true);
+  again();
+  // When the app holds the topic's handler, the event is still read and the app's stays.
+  const theirs = () => {};
+  room.registerTextStreamHandler('lk.transcription', theirs);
+  const shared = t.attach(room);
+  room.emit('transcriptionReceived', [{ id: 'y', text: 'still heard', final: true }], { identity: 'agent-7' });
+  assert.deepEqual(texts(t), [['agent', 'still heard', true]]);
+  shared();
+  assert.equal(room.handlers.get('lk.transcription'), theirs);
 });
 
 test('text chat: sends on lk.chat, records the message as the user\'s words, refuses empty, too long and no room', async () => {
