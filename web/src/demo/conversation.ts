@@ -1,5 +1,5 @@
 // The conversation panel of the demo page, on the same framework-free cores the React hooks use
-// (web/src/react/{transcript,chat,push-to-talk,availability,leave}.ts): the transcript (a toggle
+// (web/src/react/{transcript,chat,push-to-talk,availability}.ts): the transcript (a toggle
 // with aria-expanded, a role=log live region), text chat to the agent, push-to-talk (a button
 // with aria-pressed, Space held while the focus is not in a text field or on another control),
 // and, when voice cannot work here, "Switch to text" with the reason. Transcript text is put in
@@ -8,7 +8,6 @@
 import type { Room } from 'livekit-client';
 import { browserVoiceProblem, voiceAvailability } from '../react/availability';
 import { TextChat } from '../react/chat';
-import { guardUnload } from '../react/leave';
 import { PushToTalk } from '../react/push-to-talk';
 import { type TranscriptSegment, TranscriptStore } from '../react/transcript';
 
@@ -43,7 +42,6 @@ export class Conversation {
   constructor(
     private readonly el: ConversationElements,
     private readonly announce: (text: string) => void,
-    isSessionActive: () => boolean,
   ) {
     el.chatInput.maxLength = this.chat.maxLength;
     el.transcriptToggle.addEventListener('click', () => this.showTranscript(el.transcript.hidden));
@@ -65,7 +63,6 @@ export class Conversation {
     el.ptt.addEventListener('click', (e) => {
       if (e.detail === 0) this.ptt.toggle();
     });
-    guardUnload(isSessionActive);
     const problem = browserVoiceProblem();
     if (problem) this.offerText(problem);
     this.renderTranscript();
@@ -168,6 +165,7 @@ export class Conversation {
     }
     li.dataset.speaker = s.speaker;
     li.dataset.final = String(s.final);
+    li.dataset.source = s.source;
     if (s.final) li.removeAttribute('aria-busy');
     else li.setAttribute('aria-busy', 'true');
     const text = `${LABEL[s.speaker]}: ${s.text}`;

@@ -104,7 +104,7 @@ const STATE_TEXT: Record<ConnectionState, string> = {
 let client: VoiceRelayClient | null = null;
 
 // The transcript, text chat, push-to-talk and the offer of text when voice cannot work.
-const conversation = new Conversation(ui, announce, () => client !== null);
+const conversation = new Conversation(ui, announce);
 
 // Voice is independent of the relay: whatever happens to it, the tools keep working.
 const voice = new Voice(

@@ -89,6 +89,7 @@ export class TextChat {
       identity: room.localParticipant.identity ?? null,
       text: message,
       final: true,
+      source: 'chat',
     });
     if (mine === this.sending) this.set(IDLE);
     return true;

@@ -37,7 +37,7 @@ export type { CallMeta, ClientEvents, ClientOptions, ConnectionState, Declared, 
 export type { ToolCallHandler } from './store.js';
 export type { VoiceOptions, VoiceSnapshot, VoiceState } from './voice.js';
 export { TranscriptStore, TRANSCRIPTION_TOPIC } from './transcript.js';
-export type { Speaker, TranscriptOptions, TranscriptSegment } from './transcript.js';
+export type { Speaker, TranscriptOptions, TranscriptSegment, TranscriptSource } from './transcript.js';
 export { CHAT_TOPIC, TextChat } from './chat.js';
 export type { ChatOptions, ChatSnapshot, ChatState } from './chat.js';
 export { PushToTalk, TALK_BUTTON_ATTRIBUTE } from './push-to-talk.js';
@@ -350,7 +350,7 @@ export function Transcript(props: TranscriptProps): ReactElement {
     segments.map((s) =>
       createElement(
         'li',
-        { key: s.id, 'data-speaker': s.speaker, 'data-final': String(s.final), 'aria-busy': s.final ? undefined : true },
+        { key: s.id, 'data-speaker': s.speaker, 'data-final': String(s.final), 'data-source': s.source, 'aria-busy': s.final ? undefined : true },
         `${labels[s.speaker]}: ${s.text}`,
       ),
     ),

@@ -7,6 +7,8 @@
 //   (the audio track the words were heard on, so the user's words sent by the agent are told
 //   apart from the agent's own);
 // - `RoomEvent.TranscriptionReceived` (older agents): segments with `id`, `text` and `final`.
+//   LiveKit Agents 1.x sends both, under different ids: once a text stream has arrived in a
+//   room, the events are ignored there and the segments they gave are dropped.
 //
 // Segments are keyed by id: an interim version is replaced by the next one and by the final,
 // and a final one is never downgraded. The list is bounded (the oldest segments drop out).
@@ -29,7 +31,11 @@ export interface TranscriptSegment {
   final: boolean;
   /** When the segment first arrived (ms since the epoch). */
   at: number;
+  /** Where it came from: a text stream, a TranscriptionReceived event, or this tab's text chat. */
+  source: TranscriptSource;
 }
+
+export type TranscriptSource = 'stream' | 'event' | 'chat';
 
 export interface TranscriptOptions {
   /** How many segments are kept (default 200): the oldest drop out. */
@@ -47,6 +53,7 @@ export interface SegmentUpdate {
   identity?: string | null;
   text: string;
   final: boolean;
+  source?: TranscriptSource;
 }
 
 export class TranscriptStore {
@@ -79,9 +86,10 @@ export class TranscriptStore {
     if (old) {
       if (old.final && !u.final) return false;
       if (old.text === text && old.final === u.final && old.speaker === u.speaker) return false;
-      this.segments.set(u.id, { ...old, speaker: u.speaker, identity: u.identity ?? old.identity, text, final: u.final });
+      this.segments.set(u.id, { ...old, speaker: u.speaker, identity: u.identity ?? old.identity, text, final: u.final, source: u.source ?? old.source });
     } else {
-      this.segments.set(u.id, { id: u.id, speaker: u.speaker, identity: u.identity ?? null, text, final: u.final, at: Date.now() });
+      const source = u.source ?? 'stream';
+      this.segments.set(u.id, { id: u.id, speaker: u.speaker, identity: u.identity ?? null, text, final: u.final, at: Date.now(), source });
       while (this.segments.size > this.limit) {
         const oldest = this.segments.keys().next().value as string;
         this.segments.delete(oldest);
@@ -89,6 +97,18 @@ export class TranscriptStore {
     }
     this.changed();
     return true;
+  }
+
+  /** Removes the segments that came from `source`. */
+  private drop(source: TranscriptSource): void {
+    let dropped = false;
+    for (const [id, seg] of this.segments) {
+      if (seg.source === source) {
+        this.segments.delete(id);
+        dropped = true;
+      }
+    }
+    if (dropped) this.changed();
   }
 
   clear(): void {
@@ -110,14 +130,21 @@ export class TranscriptStore {
       for (const pub of room.localParticipant?.trackPublications?.values() ?? []) sids.add(pub.trackSid);
       return sids;
     };
+    // LiveKit Agents 1.x sends each segment both ways, under different ids. Text streams win:
+    // from the first one on, the events are ignored and the segments they gave are dropped.
+    let streamsSeen = false;
     const onStream = (reader: TextStreamReader, from: { identity: string }) => {
+      if (live && !streamsSeen) {
+        streamsSeen = true;
+        this.drop('event');
+      }
       void this.read(reader, from.identity, local, localTracks, () => live);
     };
     const onEvent = (segments: LkSegment[], participant?: Participant, _publication?: TrackPublication) => {
-      if (!live) return;
+      if (!live || streamsSeen) return;
       const mine = participant ? participant.isLocal || participant.identity === local() : false;
       for (const s of segments) {
-        this.update({ id: s.id, speaker: mine ? 'user' : 'agent', identity: participant?.identity ?? null, text: s.text, final: s.final });
+        this.update({ id: s.id, speaker: mine ? 'user' : 'agent', identity: participant?.identity ?? null, text: s.text, final: s.final, source: 'event' });
       }
     };
     // livekit-client allows one handler per topic: when the app took it already, only the
@@ -152,27 +179,31 @@ export class TranscriptStore {
     const attrs = reader.info.attributes ?? {};
     const id = attrs['lk.segment_id'] || reader.info.id;
     const track = attrs['lk.transcribed_track_id'];
-    const finalAttr = attrs['lk.transcription_final'];
     // The user's words: sent by this tab, or transcribed from one of this tab's tracks.
     const mine = sender === local() || (!!track && localTracks().has(track));
     const speaker: Speaker = mine ? 'user' : 'agent';
     const identity = mine ? local() : sender;
+    const update = (text: string, final: boolean) => this.update({ id, speaker, identity, text, final, source: 'stream' });
+    // `lk.transcription_final` may come in the header or, for words streamed as they are
+    // spoken, in the trailer (livekit-client merges it into `info.attributes` at the end).
+    const finalNow = () => (reader.info.attributes ?? {})['lk.transcription_final'];
     let text = '';
     try {
       for await (const chunk of reader) {
         if (!live()) return;
         text += chunk;
         if (text.length > this.maxText) text = text.slice(0, this.maxText);
-        this.update({ id, speaker, identity, text, final: false });
+        update(text, false);
       }
     } catch {
       // A stream cut short keeps what arrived; it is not marked final unless it said so.
-      if (live() && finalAttr === 'true') this.update({ id, speaker, identity, text, final: true });
+      if (live() && finalNow() === 'true') update(text, true);
       return;
     }
     if (!live()) return;
-    // A stream without the attribute is one whole segment: complete when it ends.
-    this.update({ id, speaker, identity, text, final: finalAttr === undefined ? true : finalAttr === 'true' });
+    // A stream that never says is one whole segment: complete when it ends.
+    const final = finalNow();
+    update(text, final === undefined ? true : final === 'true');
   }
 
   private changed(): void {

@@ -79,7 +79,7 @@ class FakeRoom extends EventEmitter {
     this.handlers.delete(topic);
   }
   /** A text stream as LiveKit delivers it: header attributes, then chunks (deltas). */
-  async stream(from, id, attributes, chunks, { fail = false } = {}) {
+  async stream(from, id, attributes, chunks, { fail = false, trailer = null } = {}) {
     let release;
     const done = new Promise((r) => { release = r; });
     const reader = {
@@ -91,6 +91,8 @@ class FakeRoom extends EventEmitter {
             yield c;
           }
           if (fail) throw new Error('stream cut short');
+          // livekit-client merges the trailer's attributes into info.attributes at the end.
+          if (trailer) reader.info.attributes = { ...reader.info.attributes, ...trailer };
         } finally {
           setImmediate(release);
         }
@@ -132,6 +134,10 @@ test('transcript: the user\'s interim versions (sent by the agent, from the tab\
   // A late interim version never replaces the final words.
   await room.stream('agent-7', 'S5', attrs(false), ['draw a car']);
   assert.deepEqual(texts(t), [['user', 'draw a card for me', true]]);
+  // Words streamed as spoken: final=false in the header, final=true in the trailer.
+  await room.stream('agent-7', 'S7', { 'lk.segment_id': 'SG_w', 'lk.transcription_final': 'false' }, ['One ', 'two.'], { trailer: { 'lk.transcription_final': 'true' } });
+  assert.deepEqual(texts(t).at(-1), ['agent', 'One two.', true]);
+  assert.equal(t.getSnapshot().at(-1).source, 'stream');
   // A stream cut short that said final=false stays interim.
   await room.stream('agent-7', 'S6', { 'lk.segment_id': 'SG_v', 'lk.transcription_final': 'false' }, ['and'], { fail: true });
   assert.deepEqual(texts(t).at(-1), ['agent', 'and', false]);
@@ -147,6 +153,23 @@ test('transcript: TranscriptionReceived segments, keyed by id, interim then fina
   room.emit('transcriptionReceived', [{ id: 'a', text: 'I see the Star', final: true }], agent);
   room.emit('transcriptionReceived', [{ id: 'b', text: 'thanks', final: true }], me);
   assert.deepEqual(texts(t), [['agent', 'I see the Star', true], ['user', 'thanks', true]]);
+  assert.deepEqual(t.getSnapshot().map((s) => s.source), ['event', 'event']);
+});
+
+test('transcript: a room that sends text streams too (LiveKit Agents 1.x sends both ways): the streams win', async () => {
+  const t = new T.TranscriptStore();
+  const room = new FakeRoom();
+  t.attach(room);
+  const agent = { identity: 'agent-7', isLocal: false };
+  room.emit('transcriptionReceived', [{ id: 'GEN_1', text: 'You drew the Star.', final: true }], agent);
+  assert.deepEqual(texts(t), [['agent', 'You drew the Star.', true]]);
+  await room.stream('agent-7', 'S1', { 'lk.segment_id': 'SG_1', 'lk.transcription_final': 'false' }, ['You drew ', 'the Star.'], { trailer: { 'lk.transcription_final': 'true' } });
+  room.emit('transcriptionReceived', [{ id: 'GEN_2', text: 'Anything else?', final: true }], agent);
+  await room.stream('agent-7', 'S2', { 'lk.segment_id': 'SG_2' }, ['Anything else?']);
+  assert.deepEqual(t.getSnapshot().map((s) => [s.id, s.source, s.text, s.final]), [
+    ['SG_1', 'stream', 'You drew the Star.', true],
+    ['SG_2', 'stream', 'Anything else?', true],
+  ]);
 });
 
 test('transcript: bounded to its limit (oldest out) and to its text length; an unchanged update keeps the snapshot', () => {
@@ -195,6 +218,7 @@ test('text chat: sends on lk.chat, records the message as the user\'s words, ref
   assert.deepEqual(room.sent, [{ text: 'hi agent', topic: 'lk.chat' }]);
   assert.deepEqual(states, ['sending', 'idle']);
   assert.deepEqual(texts(transcript), [['user', 'hi agent', true]]);
+  assert.equal(transcript.getSnapshot()[0].source, 'chat');
 
   assert.equal(await chat.send(room, '   '), false);
   assert.deepEqual(chat.getSnapshot(), { state: 'failed', error: 'the message is empty' });

@@ -261,7 +261,40 @@ test('draw_card from the agent opens the picker; the card the test picks reaches
   assert.match(await page.textContent('#spread-list'), new RegExp(`Present: ${card.cardName}`));
   const said = await agentEvent((e) => e.event === 'said', 20000, 'its spoken answer');
   assert.match(said.text, new RegExp(card.cardName));
+  // What the agent said reaches the page's transcript, from LiveKit Agents' lk.transcription stream.
+  await page.waitForFunction(
+    (name) => [...document.querySelectorAll('#transcript-list li[data-speaker="agent"]')].some((li) => li.textContent.includes(name)),
+    card.cardName,
+    { timeout: 20000 },
+  );
+  await page.waitForSelector('#transcript-list li[data-speaker="agent"][data-final="true"]', { state: 'attached', timeout: 20000 });
   await shot(page, 'voice-04-card-drawn');
+});
+
+test('text chat: a typed message goes to the agent on lk.chat; its reply comes back in the transcript', async () => {
+  const agentItems = () => page.$$eval('#transcript-list li[data-speaker="agent"]', (li) => li.length);
+  const before = await agentItems();
+  const saidBefore = agentEvents.filter((e) => e.event === 'said').length;
+  await page.click('#transcript-toggle');
+  await page.fill('#chat-input', 'What does that card mean?');
+  await page.press('#chat-input', 'Enter');
+  await page.waitForFunction(() => document.getElementById('chat-input').value === '', null, { timeout: 10000 });
+  assert.equal(await page.textContent('#chat-status'), '');
+  assert.equal(await page.textContent('#transcript-list li[data-speaker="user"]:last-child'), 'You: What does that card mean?');
+  // The agent answers the typed turn (the scripted LLM's next step) and its words are transcribed.
+  await waitFor('the agent to answer the typed message', 30000, () => agentEvents.filter((e) => e.event === 'said').length > saidBefore);
+  await waitFor('the answer in the transcript', 20000, async () => (await agentItems()) > before, 200);
+  // Settled: every item final; the agent's words once each (LiveKit Agents sends them as text
+  // streams and as TranscriptionReceived events: the streams are kept).
+  const items = await waitFor('every transcript item to be final', 20000, async () => {
+    const li = await page.$$eval('#transcript-list li', (els) => els.map((l) => ({ source: l.dataset.source, final: l.dataset.final, text: l.textContent })));
+    return li.every((l) => l.final === 'true') ? li : null;
+  }, 200);
+  const agentSaid = items.filter((l) => l.text.startsWith('Agent: '));
+  assert.ok(agentSaid.every((l) => l.source === 'stream'), JSON.stringify(items));
+  assert.equal(new Set(agentSaid.map((l) => l.text)).size, agentSaid.length, `no words twice: ${JSON.stringify(items)}`);
+  assert.equal(items.filter((l) => l.source === 'chat').length, 1);
+  await shot(page, 'voice-04a-text-chat');
 });
 
 test('audio both ways: the page hears the agent, the agent hears the page\'s microphone', async () => {
