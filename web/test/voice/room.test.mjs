@@ -310,6 +310,31 @@ test('audio both ways: the page hears the agent, the agent hears the page\'s mic
   await shot(page, 'voice-05-audio');
 });
 
+test('push-to-talk: the microphone is muted until Space is held, and open again when push-to-talk is off', async () => {
+  // The loudest microphone level the page measures over `ms` (the speech has pauses).
+  const loudest = async (ms = 1500) => {
+    let max = 0;
+    for (const until = Date.now() + ms; Date.now() < until; await sleep(100)) {
+      max = Math.max(max, Number(await page.getAttribute('#mic-level', 'data-level')));
+    }
+    return max;
+  };
+  await page.check('#ptt-mode');
+  await waitFor('the muted microphone to fall silent', 5000, async () => (await loudest(800)) === 0, 0);
+  await page.evaluate(() => document.activeElement?.blur());
+  await page.keyboard.down('Space');
+  assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'true');
+  const held = await loudest(2500);
+  await page.keyboard.up('Space');
+  assert.ok(held > 0.001, `the microphone sounds while Space is held (${held})`);
+  assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'false');
+  await waitFor('silence again after release', 5000, async () => (await loudest(800)) === 0, 0);
+  await shot(page, 'voice-05a-push-to-talk');
+  await page.uncheck('#ptt-mode');
+  const open = await loudest(2500);
+  assert.ok(open > 0.001, `push-to-talk off: the microphone is open again (${open})`);
+});
+
 test('a worker restart loses no session: it is back from RoomService within seconds and calls work', async () => {
   await worker.stop();
   rmSync(join(dir, 'worker-sessions.json'), { force: true });
