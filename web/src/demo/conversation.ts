@@ -59,7 +59,11 @@ export class Conversation {
     el.ptt.addEventListener('pointerdown', (e) => {
       if (e.button === 0) this.ptt.press();
     });
-    for (const type of ['pointerup', 'pointerleave', 'pointercancel']) el.ptt.addEventListener(type, () => this.ptt.release());
+    for (const type of ['pointerup', 'pointercancel']) el.ptt.addEventListener(type, () => this.ptt.release());
+    // Dragged off while held with the pointer (not while Space holds it).
+    el.ptt.addEventListener('pointerleave', (e) => {
+      if (e.buttons & 1) this.ptt.release();
+    });
     el.ptt.addEventListener('click', (e) => {
       if (e.detail === 0) this.ptt.toggle();
     });

@@ -247,7 +247,7 @@ export interface PushToTalkView extends PushToTalkSnapshot {
     'data-push-to-talk': '';
     onPointerDown: (e: { button: number }) => void;
     onPointerUp: () => void;
-    onPointerLeave: () => void;
+    onPointerLeave: (e: { buttons: number }) => void;
     onPointerCancel: () => void;
     onClick: (e: { detail: number }) => void;
   };
@@ -289,7 +289,10 @@ export function usePushToTalk(options: PushToTalkOptions & { enabled?: boolean }
           if (e.button === 0) ptt.press();
         },
         onPointerUp: release,
-        onPointerLeave: release,
+        // Dragged off while held with the pointer (not while the key holds it).
+        onPointerLeave: (e: { buttons: number }) => {
+          if (e.buttons & 1) ptt.release();
+        },
         onPointerCancel: release,
         // A click from the keyboard (Enter) toggles; a pointer's click follows its hold.
         onClick: (e: { detail: number }) => {
