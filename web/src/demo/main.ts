@@ -4,6 +4,7 @@
 import { type CallMeta, ToolError, VoiceRelayClient, type ConnectionState } from '../client';
 import { type Card, DECK, cardById, shuffled } from './deck';
 import { suitSymbol } from './suits';
+import { Conversation } from './conversation';
 import { Voice } from './voice';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -46,6 +47,19 @@ const ui = {
   mode: $('mode'),
   notesList: $('notes-list'),
   notesEmpty: $('notes-empty'),
+  unavailable: $('voice-unavailable'),
+  unavailableReason: $('voice-unavailable-reason'),
+  switchToText: $<HTMLButtonElement>('switch-to-text'),
+  pttMode: $<HTMLInputElement>('ptt-mode'),
+  ptt: $<HTMLButtonElement>('ptt'),
+  transcriptToggle: $<HTMLButtonElement>('transcript-toggle'),
+  transcript: $('transcript'),
+  transcriptList: $('transcript-list'),
+  transcriptEmpty: $('transcript-empty'),
+  chatForm: $<HTMLFormElement>('chat-form'),
+  chatInput: $<HTMLInputElement>('chat-input'),
+  chatSend: $<HTMLButtonElement>('chat-send'),
+  chatStatus: $('chat-status'),
 };
 
 const POPOVER_MS = 5000;
@@ -89,6 +103,9 @@ const STATE_TEXT: Record<ConnectionState, string> = {
 
 let client: VoiceRelayClient | null = null;
 
+// The transcript, text chat, push-to-talk and the offer of text when voice cannot work.
+const conversation = new Conversation(ui, announce);
+
 // Voice is independent of the relay: whatever happens to it, the tools keep working.
 const voice = new Voice(
   {
@@ -103,6 +120,7 @@ const voice = new Voice(
     audioSink: ui.remoteAudio,
   },
   announce,
+  { room: (room) => conversation.setRoom(room), failed: (reason) => conversation.voiceFailed(reason) },
 );
 
 async function startSession(): Promise<void> {

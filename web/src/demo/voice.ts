@@ -237,6 +237,12 @@ function span(className: string): HTMLSpanElement {
   return el;
 }
 
+/** What the rest of the page hears from voice: the joined room (null when left), failures. */
+export interface VoiceListener {
+  room?: (room: Room | null) => void;
+  failed?: (reason: string) => void;
+}
+
 export class Voice {
   state: VoiceState = 'off';
   private ctx: AudioContext | null = null;
@@ -253,6 +259,7 @@ export class Voice {
   constructor(
     private readonly el: VoiceElements,
     private readonly announce: (text: string) => void,
+    private readonly listener: VoiceListener = {},
   ) {
     el.startAudio.addEventListener('click', () => void this.enableAudio());
     el.retry.addEventListener('click', () => {
@@ -356,6 +363,7 @@ export class Voice {
     this.el.retry.hidden = true;
     this.set('connected', 'Voice: connected');
     this.announce('Voice connected. You can speak to the agent.');
+    this.listener.room?.(room);
   }
 
   /** Leaves the room (the session ended). */
@@ -433,11 +441,13 @@ export class Voice {
   /** Leaves the room if in one and clears what it showed; the state is the caller's to set. */
   private teardown(): void {
     const room = this.room;
+    const wasJoined = this.joined;
     this.room = null;
     this.joined = false;
     clearInterval(this.ticker);
     this.ticker = undefined;
     if (room) {
+      if (wasJoined) this.listener.room?.(null);
       for (const p of room.remoteParticipants.values()) {
         for (const pub of p.audioTrackPublications.values()) pub.track?.detach();
       }
@@ -467,6 +477,7 @@ export class Voice {
   private fail(reason: string): void {
     this.set('failed', `Voice failed: ${reason}; tools still work`);
     this.announce(`Voice failed: ${reason}. The on-screen tools still work.`);
+    this.listener.failed?.(reason);
     this.el.retry.hidden = this.last === null;
     this.el.retry.removeAttribute('aria-disabled');
   }

@@ -24,13 +24,28 @@ import {
   useSyncExternalStore,
 } from 'react';
 import type { CallMeta, ClientOptions, ConnectionState, TokenInfo, ToolSpec, VoiceRelayClient } from '../client.js';
+import { voiceAvailability, type VoiceAvailability } from './availability.js';
+import { type ChatSnapshot, TextChat } from './chat.js';
+import { DEFAULT_LEAVE_MESSAGE, confirmLeave as askToLeave, guardUnload } from './leave.js';
+import { PushToTalk, type PushToTalkOptions, type PushToTalkSnapshot, TALK_BUTTON_ATTRIBUTE } from './push-to-talk.js';
 import { RelayStore, type ToolCallHandler } from './store.js';
+import type { Speaker, TranscriptSegment } from './transcript.js';
 import type { VoiceOptions, VoiceSnapshot, VoiceState } from './voice.js';
 
 export { ToolError, VoiceRelayClient } from '../client.js';
 export type { CallMeta, ClientEvents, ClientOptions, ConnectionState, Declared, ErrorObject, TokenInfo, ToolSpec } from '../client.js';
 export type { ToolCallHandler } from './store.js';
 export type { VoiceOptions, VoiceSnapshot, VoiceState } from './voice.js';
+export { TranscriptStore, TRANSCRIPTION_TOPIC } from './transcript.js';
+export type { Speaker, TranscriptOptions, TranscriptSegment, TranscriptSource } from './transcript.js';
+export { CHAT_TOPIC, TextChat } from './chat.js';
+export type { ChatOptions, ChatSnapshot, ChatState } from './chat.js';
+export { PushToTalk, TALK_BUTTON_ATTRIBUTE } from './push-to-talk.js';
+export type { PushToTalkOptions, PushToTalkSnapshot } from './push-to-talk.js';
+export { browserVoiceProblem, voiceAvailability } from './availability.js';
+export type { VoiceAvailability } from './availability.js';
+export { DEFAULT_LEAVE_MESSAGE, confirmLeave, guardUnload } from './leave.js';
+export type { ConfirmLeaveOptions } from './leave.js';
 
 export interface VoiceRelayProviderProps extends ClientOptions {
   children?: ReactNode;
@@ -166,4 +181,181 @@ export function useToolHandler<P = unknown, R = unknown>(
 export function useMode(): string | null {
   const store = useStore('useMode');
   return useSyncExternalStore(store.subscribeMode, store.getMode, store.getMode);
+}
+
+// ---- voice UI: transcript, text chat, push-to-talk, availability, leaving ----------------------
+
+/** What useTranscript() returns. */
+export interface TranscriptView {
+  /** The conversation, oldest first: the last 200 segments, each the agent's or the user's. */
+  segments: readonly TranscriptSegment[];
+  clear: () => void;
+}
+
+/**
+ * The conversation as text, from the voice room's transcriptions (`lk.transcription` text
+ * streams and TranscriptionReceived): interim words replaced by final ones, the last 200
+ * segments. One transcript per provider, shared by every component that reads it.
+ */
+export function useTranscript(): TranscriptView {
+  const store = useStore('useTranscript');
+  const transcript = store.transcript();
+  const segments = useSyncExternalStore(transcript.subscribe, transcript.getSnapshot, transcript.getSnapshot);
+  return useMemo(() => ({ segments, clear: () => transcript.clear() }), [segments, transcript]);
+}
+
+/** What useTextChat() returns. */
+export interface TextChatView extends ChatSnapshot {
+  /** Sends typed text to the agent (topic `lk.chat`); resolves false when refused or failed. */
+  send: (text: string) => Promise<boolean>;
+  /** Back to `idle` after a failure. */
+  reset: () => void;
+  maxLength: number;
+}
+
+/**
+ * Text chat with the agent in the voice room: LiveKit Agents answers typed text on `lk.chat`,
+ * and its replies arrive in the transcript (where the sent messages are recorded too).
+ */
+export function useTextChat(options: { maxLength?: number; timeoutMs?: number } = {}): TextChatView {
+  const store = useStore('useTextChat');
+  const [chat] = useState(() => new TextChat({ ...options, transcript: store.transcript() }));
+  const snap = useSyncExternalStore(chat.subscribe, chat.getSnapshot, chat.getSnapshot);
+  return useMemo(
+    () => ({
+      ...snap,
+      maxLength: chat.maxLength,
+      send: (text: string) => chat.send(store.voice.getSnapshot().room, text),
+      reset: () => chat.reset(),
+    }),
+    [snap, chat, store],
+  );
+}
+
+/** What usePushToTalk() returns. */
+export interface PushToTalkView extends PushToTalkSnapshot {
+  press: () => void;
+  release: () => void;
+  toggle: () => void;
+  /**
+   * Spread on a <button>: aria-pressed, hold with the pointer, Enter toggles; the talk key
+   * (Space) works while it has the focus.
+   */
+  buttonProps: {
+    type: 'button';
+    'aria-pressed': boolean;
+    'data-push-to-talk': '';
+    onPointerDown: (e: { button: number }) => void;
+    onPointerUp: () => void;
+    onPointerLeave: (e: { buttons: number }) => void;
+    onPointerCancel: () => void;
+    onClick: (e: { detail: number }) => void;
+  };
+}
+
+/**
+ * Push-to-talk while `enabled` (default true) and voice is connected: the microphone is muted
+ * unless the key (`key`, a KeyboardEvent.code, default 'Space'; null for none) or the button is
+ * held. Space is left to text fields and other controls that have the focus. Interrupting the
+ * agent needs the agent to register turn RPC methods: see `turnRpc`.
+ */
+export function usePushToTalk(options: PushToTalkOptions & { enabled?: boolean } = {}): PushToTalkView {
+  const store = useStore('usePushToTalk');
+  const { key = 'Space', enabled = true } = options;
+  const [ptt] = useState(() => new PushToTalk(options));
+  const snap = useSyncExternalStore(ptt.subscribe, ptt.getSnapshot, ptt.getSnapshot);
+  const voice = useSyncExternalStore(store.voice.subscribe, store.voice.getSnapshot, store.voice.getSnapshot);
+  const room = voice.room;
+  useEffect(() => {
+    if (!enabled || !room) return;
+    return ptt.attach(room);
+  }, [ptt, room, enabled]);
+  useEffect(() => {
+    if (!enabled || !key || typeof document === 'undefined') return;
+    return ptt.bindKey(key, document);
+  }, [ptt, key, enabled]);
+  return useMemo(() => {
+    const release = () => ptt.release();
+    return {
+      ...snap,
+      press: () => ptt.press(),
+      release,
+      toggle: () => ptt.toggle(),
+      buttonProps: {
+        type: 'button' as const,
+        'aria-pressed': snap.held,
+        [TALK_BUTTON_ATTRIBUTE]: '' as const,
+        onPointerDown: (e: { button: number }) => {
+          if (e.button === 0) ptt.press();
+        },
+        onPointerUp: release,
+        // Dragged off while held with the pointer (not while the key holds it).
+        onPointerLeave: (e: { buttons: number }) => {
+          if (e.buttons & 1) ptt.release();
+        },
+        onPointerCancel: release,
+        // A click from the keyboard (Enter) toggles; a pointer's click follows its hold.
+        onClick: (e: { detail: number }) => {
+          if (e.detail === 0) ptt.toggle();
+        },
+      },
+    };
+  }, [snap, ptt]);
+}
+
+/**
+ * Whether voice can be used here and, if not, why as a sentence: no WebRTC, no microphone API,
+ * not a secure context, or the voice connection failed. Offer text chat when it is false.
+ */
+export function useVoiceAvailability(): VoiceAvailability {
+  const store = useStore('useVoiceAvailability');
+  const voice = useSyncExternalStore(store.voice.subscribe, store.voice.getSnapshot, store.voice.getSnapshot);
+  const error = voice.state === 'failed' ? voice.error ?? 'the voice connection failed' : null;
+  return useMemo(() => voiceAvailability(error), [error]);
+}
+
+/**
+ * While `active`, the browser asks before the tab is closed or reloaded (`beforeunload`).
+ * Returns `confirmLeave()` for an in-app back button: true at once when not active, otherwise
+ * the user's answer to a small modal dialog (window.confirm where <dialog> is missing).
+ */
+export function useConfirmLeave(active: boolean, message: string = DEFAULT_LEAVE_MESSAGE): () => Promise<boolean> {
+  const latest = useRef({ active, message });
+  useIsomorphicLayoutEffect(() => {
+    latest.current = { active, message };
+  });
+  useEffect(() => guardUnload(() => latest.current.active, message), [message]);
+  return useMemo(
+    () => () => (latest.current.active ? askToLeave({ message: latest.current.message }) : Promise.resolve(true)),
+    [],
+  );
+}
+
+export interface TranscriptProps {
+  /** How each speaker is named before their words (default 'Agent' and 'You'). */
+  labels?: Partial<Record<Speaker, string>>;
+  id?: string;
+  className?: string;
+  /** The list's accessible name (default 'Conversation transcript'). */
+  label?: string;
+}
+
+/**
+ * The transcript as an unstyled list: a polite live region (role log) with one item per segment,
+ * `data-speaker` and `data-final` on each; interim items are aria-busy until their words are final.
+ */
+export function Transcript(props: TranscriptProps): ReactElement {
+  const { segments } = useTranscript();
+  const labels = { agent: 'Agent', user: 'You', ...props.labels };
+  return createElement(
+    'ol',
+    { role: 'log', 'aria-live': 'polite', 'aria-label': props.label ?? 'Conversation transcript', id: props.id, className: props.className },
+    segments.map((s) =>
+      createElement(
+        'li',
+        { key: s.id, 'data-speaker': s.speaker, 'data-final': String(s.final), 'data-source': s.source, 'aria-busy': s.final ? undefined : true },
+        `${labels[s.speaker]}: ${s.text}`,
+      ),
+    ),
+  );
 }

@@ -4,6 +4,7 @@
 // may create and drop one during a render; only `start()` touches the network.
 
 import { type CallMeta, type ClientOptions, type ConnectionState, type TokenInfo, type ToolSpec, VoiceRelayClient } from '../client.js';
+import { TranscriptStore } from './transcript.js';
 import { VoiceConnection, type VoiceOptions } from './voice.js';
 
 export interface ConnectionSnapshot {
@@ -33,6 +34,7 @@ export class RelayStore {
   private readonly stacks = new Map<string, HandlerEntry[]>();
   private readonly removers = new Map<string, () => void>();
   private wanted = false;
+  private transcriptCore: TranscriptStore | null = null;
 
   constructor(options: ClientOptions) {
     this.client = new VoiceRelayClient(options);
@@ -76,6 +78,28 @@ export class RelayStore {
     this.voice.disconnect();
     if (this.client.state !== 'idle' && this.client.state !== 'stopped') this.client.stop();
     this.client.start().catch(() => {});
+  }
+
+  /**
+   * The conversation's transcript, one per provider, created when first asked for; it follows
+   * whichever room voice has joined (and keeps its segments across rooms until cleared).
+   */
+  transcript(): TranscriptStore {
+    if (this.transcriptCore) return this.transcriptCore;
+    const transcript = new TranscriptStore();
+    this.transcriptCore = transcript;
+    let room: unknown = null;
+    let detach = () => {};
+    const follow = () => {
+      const next = this.voice.getSnapshot().room;
+      if (next === room) return;
+      detach();
+      room = next;
+      detach = next ? transcript.attach(next) : () => {};
+    };
+    this.voice.subscribe(follow);
+    follow();
+    return transcript;
   }
 
   connectVoice(options?: VoiceOptions): Promise<void> {

@@ -78,6 +78,115 @@ test('the page starts a session with Ctrl+K: bound to the relay, voice reported 
   assert.equal(await page.evaluate(() => document.activeElement?.id), 'voice-retry', 'the focus stays on the retry button');
 });
 
+test('voice failed: the page offers text with the reason; the chat says why nothing was sent without a room', async () => {
+  await page.waitForSelector('#voice-unavailable:not([hidden])', { timeout: 5000 });
+  assert.match(await page.textContent('#voice-unavailable-reason'), /^Voice failed: Could not reach the LiveKit server at ws:\/\/127\.0\.0\.1:9\. You can type to the agent instead\.$/);
+  assert.equal(await page.getAttribute('#voice-unavailable', 'role'), 'status');
+  await page.focus('#switch-to-text');
+  await page.keyboard.press('Enter');
+  assert.equal(await page.evaluate(() => document.activeElement?.id), 'chat-input', 'switching to text puts the focus in the message field');
+  assert.equal(await page.getAttribute('#transcript-toggle', 'aria-expanded'), 'true');
+  await page.keyboard.type('Hello <b>agent</b>');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#chat-status[data-state="failed"]', { timeout: 3000 });
+  assert.equal(await page.textContent('#chat-status'), 'Not sent: voice is not connected, so there is no room to send the message to');
+  assert.equal(await page.inputValue('#chat-input'), 'Hello <b>agent</b>', 'the unsent message stays in the field');
+  assert.equal(await page.getAttribute('#chat-input', 'maxlength'), '2000');
+  await page.fill('#chat-input', '');
+  assert.equal(await page.textContent('#chat-status'), '', 'editing clears the failure');
+  await shot(page, '01a-text-offered');
+});
+
+test('the transcript toggle shows and hides the transcript, by keyboard; the list is a polite live region', async () => {
+  // Start from closed (the step before opened it).
+  if ((await page.getAttribute('#transcript-toggle', 'aria-expanded')) === 'true') await page.click('#transcript-toggle');
+  assert.equal(await page.getAttribute('#transcript-toggle', 'aria-expanded'), 'false');
+  assert.equal(await page.getAttribute('#transcript-toggle', 'aria-controls'), 'transcript');
+  assert.equal(await page.isVisible('#transcript'), false);
+  await page.focus('#transcript-toggle');
+  await page.keyboard.press('Enter');
+  assert.equal(await page.getAttribute('#transcript-toggle', 'aria-expanded'), 'true');
+  assert.equal(await page.isVisible('#transcript'), true);
+  assert.equal(await page.textContent('#transcript-toggle'), 'Transcript', 'the name stays; aria-expanded says open or closed');
+  assert.equal(await page.getAttribute('#transcript-list', 'aria-live'), 'polite');
+  assert.equal(await page.getAttribute('#transcript-list', 'role'), 'log');
+  assert.equal(await page.textContent('#transcript-empty'), 'Nothing said yet.');
+  await shot(page, '01b-transcript-open');
+  await page.keyboard.press('Space');
+  assert.equal(await page.getAttribute('#transcript-toggle', 'aria-expanded'), 'false');
+  assert.equal(await page.isVisible('#transcript'), false);
+  assert.equal(await page.evaluate(() => document.activeElement?.id), 'transcript-toggle');
+});
+
+test('push-to-talk: switched on by keyboard; Space held presses the talk button (aria-pressed), except in a text field', async () => {
+  assert.equal(await page.isVisible('#ptt'), false, 'the talk button shows only in push-to-talk mode');
+  await page.focus('#ptt-mode');
+  await page.keyboard.press('Space'); // Space on the checkbox is the checkbox's
+  assert.equal(await page.isChecked('#ptt-mode'), true);
+  assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'false');
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement?.id), 'ptt');
+  await page.keyboard.down('Space');
+  assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'true');
+  assert.equal(await page.textContent('#ptt'), 'Hold to talk (Space)', 'the name stays; aria-pressed says held');
+  await shot(page, '01c-push-to-talk-held');
+  await page.keyboard.up('Space');
+  assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'false', 'released, and not toggled by the button\'s own Space click');
+  // Enter toggles (for those who cannot hold a key).
+  await page.keyboard.press('Enter');
+  assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'true');
+  await page.keyboard.press('Enter');
+  assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'false');
+  // With the focus on the page itself, Space held talks too.
+  await page.evaluate(() => document.activeElement?.blur());
+  await page.keyboard.down('Space');
+  assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'true');
+  await page.keyboard.up('Space');
+  assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'false');
+  // In the message field Space is a space.
+  await page.focus('#chat-input');
+  await page.keyboard.down('Space');
+  assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'false');
+  await page.keyboard.up('Space');
+  assert.equal(await page.inputValue('#chat-input'), ' ');
+  await page.fill('#chat-input', '');
+  // Off again: the button hides and Space no longer talks.
+  await page.click('#ptt-mode');
+  assert.equal(await page.isVisible('#ptt'), false);
+  await page.evaluate(() => document.activeElement?.blur());
+  await page.keyboard.down('Space');
+  assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'false');
+  await page.keyboard.up('Space');
+});
+
+test('without getUserMedia (a fresh page), voice is unavailable at once: "Switch to text" with the reason', async () => {
+  const bare = await context.newPage();
+  const errors = [];
+  bare.on('pageerror', (e) => errors.push(e.message));
+  try {
+    await bare.addInitScript(() => {
+      delete MediaDevices.prototype.getUserMedia;
+      if (navigator.mediaDevices) delete navigator.mediaDevices.getUserMedia;
+    });
+    await bare.goto(relay.url, { waitUntil: 'load', timeout: 15000 });
+    assert.equal(await bare.evaluate(() => typeof navigator.mediaDevices?.getUserMedia), 'undefined');
+    await bare.waitForSelector('#voice-unavailable:not([hidden])', { timeout: 5000 });
+    assert.equal(
+      await bare.textContent('#voice-unavailable-reason'),
+      'This browser does not let the page use a microphone, so voice is not available. You can type to the agent instead.',
+    );
+    assert.equal(await bare.textContent('#switch-to-text'), 'Switch to text');
+    await shot(bare, '01d-no-microphone-api');
+    await bare.focus('#switch-to-text');
+    await bare.keyboard.press('Enter');
+    assert.equal(await bare.evaluate(() => document.activeElement?.id), 'chat-input');
+    assert.equal(await bare.isVisible('#transcript'), true);
+    assert.deepEqual(errors, []);
+  } finally {
+    await bare.close();
+  }
+});
+
 test('OpenPopover shows the green popover with the message as text, then hides it', async () => {
   const message = 'Hello <img src=x onerror="window.__pwned=1"> <b>there</b>';
   const r = await call('OpenPopover', { message });

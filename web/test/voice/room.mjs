@@ -37,6 +37,8 @@ const AGENTS = {
     prefix: 'voice',
     // Its script draws the card in the first reply, after entering the spread mode.
     position: 'Present',
+    // Its scripted LLM answers a typed turn too.
+    answersText: true,
     ready: () => assert.ok(existsSync(python), `no Python venv at ${python}: scripts/manage.sh test makes it`),
     command: () => [python, [join(repoRoot, 'agent-worker/python/tests/scripted_agent.py'), 'start'], { AGENT_TTS: 'espeak' }],
   },
@@ -293,8 +295,43 @@ export function voiceRoom(kind) {
     assert.match(await page.textContent('#spread-list'), new RegExp(`${spec.position}: ${card.cardName}`));
     const said = await agentEvent((e) => e.event === 'said' && /^You drew|could not be drawn/.test(e.text), 20000, 'its spoken answer');
     assert.match(said.text, new RegExp(card.cardName));
+    // What the agent said reaches the page's transcript, from LiveKit Agents' lk.transcription stream.
+    await page.waitForFunction(
+      (name) => [...document.querySelectorAll('#transcript-list li[data-speaker="agent"]')].some((li) => li.textContent.includes(name)),
+      card.cardName,
+      { timeout: 20000 },
+    );
+    await page.waitForSelector('#transcript-list li[data-speaker="agent"][data-final="true"]', { state: 'attached', timeout: 20000 });
     await shot(page, `${spec.prefix}-04-card-drawn`);
   });
+
+  if (spec.answersText) {
+    test(`text chat: a typed message goes to the agent on lk.chat; its reply comes back in the transcript${spec.label}`, async () => {
+      const agentItems = () => page.$$eval('#transcript-list li[data-speaker="agent"]', (li) => li.length);
+      const before = await agentItems();
+      const saidBefore = agentEvents.filter((e) => e.event === 'said').length;
+      await page.click('#transcript-toggle');
+      await page.fill('#chat-input', 'What does that card mean?');
+      await page.press('#chat-input', 'Enter');
+      await page.waitForFunction(() => document.getElementById('chat-input').value === '', null, { timeout: 10000 });
+      assert.equal(await page.textContent('#chat-status'), '');
+      assert.equal(await page.textContent('#transcript-list li[data-speaker="user"]:last-child'), 'You: What does that card mean?');
+      // The agent answers the typed turn (the scripted LLM's next step) and its words are transcribed.
+      await waitFor('the agent to answer the typed message', 30000, () => agentEvents.filter((e) => e.event === 'said').length > saidBefore);
+      await waitFor('the answer in the transcript', 20000, async () => (await agentItems()) > before, 200);
+      // Settled: every item final; the agent's words once each (LiveKit Agents sends them as text
+      // streams and as TranscriptionReceived events: the streams are kept).
+      const items = await waitFor('every transcript item to be final', 20000, async () => {
+        const li = await page.$$eval('#transcript-list li', (els) => els.map((l) => ({ source: l.dataset.source, final: l.dataset.final, text: l.textContent })));
+        return li.every((l) => l.final === 'true') ? li : null;
+      }, 200);
+      const agentSaid = items.filter((l) => l.text.startsWith('Agent: '));
+      assert.ok(agentSaid.every((l) => l.source === 'stream'), JSON.stringify(items));
+      assert.equal(new Set(agentSaid.map((l) => l.text)).size, agentSaid.length, `no words twice: ${JSON.stringify(items)}`);
+      assert.equal(items.filter((l) => l.source === 'chat').length, 1);
+      await shot(page, `${spec.prefix}-04a-text-chat`);
+    });
+  }
 
   test(`audio both ways: the page hears the agent, the agent hears the page's microphone${spec.label}`, async () => {
     const agentPeak = await waitFor('agent audio at the page', 30000, async () => {
@@ -307,6 +344,31 @@ export function voiceRoom(kind) {
     const micPeak = Number(await page.getAttribute('#mic-level', 'data-peak'));
     assert.ok(micPeak > 0.01, `the page's own mic meter moved (${micPeak})`);
     await shot(page, `${spec.prefix}-05-audio`);
+  });
+
+  test(`push-to-talk: the microphone is muted until Space is held, and open again when push-to-talk is off${spec.label}`, async () => {
+    // The loudest microphone level the page measures over `ms` (the speech has pauses).
+    const loudest = async (ms = 1500) => {
+      let max = 0;
+      for (const until = Date.now() + ms; Date.now() < until; await sleep(100)) {
+        max = Math.max(max, Number(await page.getAttribute('#mic-level', 'data-level')));
+      }
+      return max;
+    };
+    await page.check('#ptt-mode');
+    await waitFor('the muted microphone to fall silent', 5000, async () => (await loudest(800)) === 0, 0);
+    await page.evaluate(() => document.activeElement?.blur());
+    await page.keyboard.down('Space');
+    assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'true');
+    const held = await loudest(2500);
+    await page.keyboard.up('Space');
+    assert.ok(held > 0.001, `the microphone sounds while Space is held (${held})`);
+    assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'false');
+    await waitFor('silence again after release', 5000, async () => (await loudest(800)) === 0, 0);
+    await shot(page, `${spec.prefix}-05a-push-to-talk`);
+    await page.uncheck('#ptt-mode');
+    const open = await loudest(2500);
+    assert.ok(open > 0.001, `push-to-talk off: the microphone is open again (${open})`);
   });
 
   test(`a worker restart loses no session: it is back from RoomService within seconds and calls work${spec.label}`, async () => {

@@ -4,6 +4,7 @@
 import { StrictMode, useEffect, useState } from 'react';
 import { createRoot } from 'react-dom/client';
 import { type CallMeta, ToolError, useToolHandler, useVoiceRelay, VoiceRelayProvider } from '@voice-relay/client/react';
+import { VoiceUi } from './voice-ui';
 
 declare global {
   interface Window {
@@ -108,6 +109,7 @@ function App() {
         <VoiceRelayProvider participantName="Package test">
           <Status />
           <Popover />
+          <VoiceUi />
           {banner && <Banner />}
           {picker && <CardPicker onAborted={setAborted} />}
         </VoiceRelayProvider>

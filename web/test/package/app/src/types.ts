@@ -2,7 +2,18 @@
 // declarations import a module it does not ship), a type the package's .d.ts failed to resolve
 // would silently become `any`. These lines fail to compile if any of them did.
 import type { Room } from 'livekit-client';
-import type { CallMeta, ConnectionState, TokenInfo, VoiceRelay, VoiceSnapshot } from '@voice-relay/client/react';
+import type {
+  CallMeta,
+  ConnectionState,
+  PushToTalkView,
+  TextChatView,
+  TokenInfo,
+  TranscriptSegment,
+  VoiceAvailability,
+  VoiceRelay,
+  VoiceSnapshot,
+} from '@voice-relay/client/react';
+import type { useVoiceAvailability } from '@voice-relay/client/react';
 import type { ClientOptions, VoiceRelayClient } from '@voice-relay/client';
 
 type IsAny<T> = 0 extends 1 & T ? true : false;
@@ -17,4 +28,9 @@ export const checks: [
   Same<VoiceSnapshot['room'], Room | null>,
   Same<VoiceRelay['client'], VoiceRelayClient>,
   Same<VoiceRelay['state'], ConnectionState>,
-] = [false, false, false, false, false, true, true, true];
+  IsAny<TranscriptSegment>,
+  IsAny<TextChatView['send']>,
+  IsAny<PushToTalkView['buttonProps']>,
+  Same<TranscriptSegment['speaker'], 'agent' | 'user'>,
+  Same<ReturnType<typeof useVoiceAvailability>, VoiceAvailability>,
+] = [false, false, false, false, false, true, true, true, false, false, false, true, true];
