@@ -541,7 +541,7 @@ cmd_test() {
   say "== package test (npm pack of the browser client, installed into a fresh React app built with Vite, in Chromium)"
   (cd "$ROOT/web" && RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" \
     TEST_LOG_DIR="$ROOT/test-logs" CHROMIUM_PATH="$chromium" \
-    node --test --test-concurrency=2 --test-reporter=spec test/protocol/ test/browser/ test/package/ test/docs/) 2>&1 | tee "$out/node.txt" || rc=$?
+    node --test --test-concurrency=2 --test-reporter=spec test/protocol/ test/browser/ test/package/ test/docs/ test/ui/) 2>&1 | tee "$out/node.txt" || rc=$?
   say "== voice room tests (LiveKit server, relay, worker, the Python and the Node reference agent, Chromium; in a network namespace)"
   ensure_livekit
   if [[ "$(id -u)" != 0 ]]; then

@@ -201,9 +201,12 @@ export class TranscriptStore {
       return;
     }
     if (!live()) return;
-    // A stream that never says is one whole segment: complete when it ends.
+    // A stream that never says is one whole segment: complete when it ends. So is the agent's
+    // speech, streamed as spoken in one stream per segment: LiveKit Agents for Node leaves
+    // `final=false` from the header in place at the end. The user's words come as separate
+    // interim and final streams of one segment, so for them the flag decides.
     const final = finalNow();
-    update(text, final === undefined ? true : final === 'true');
+    update(text, final === undefined || !mine ? true : final === 'true');
   }
 
   private changed(): void {

@@ -138,6 +138,10 @@ test('transcript: the user\'s interim versions (sent by the agent, from the tab\
   await room.stream('agent-7', 'S7', { 'lk.segment_id': 'SG_w', 'lk.transcription_final': 'false' }, ['One ', 'two.'], { trailer: { 'lk.transcription_final': 'true' } });
   assert.deepEqual(texts(t).at(-1), ['agent', 'One two.', true]);
   assert.equal(t.getSnapshot().at(-1).source, 'stream');
+  // The agent's words streamed as spoken, ended without a trailer (LiveKit Agents for Node):
+  // complete when the stream ends.
+  await room.stream('agent-7', 'S8', { 'lk.segment_id': 'SG_x', 'lk.transcription_final': 'false' }, ['Three ', 'four.']);
+  assert.deepEqual(texts(t).at(-1), ['agent', 'Three four.', true]);
   // A stream cut short that said final=false stays interim.
   await room.stream('agent-7', 'S6', { 'lk.segment_id': 'SG_v', 'lk.transcription_final': 'false' }, ['and'], { fail: true });
   assert.deepEqual(texts(t).at(-1), ['agent', 'and', false]);
