@@ -310,6 +310,7 @@ function drawCard(
       ui.picker.removeEventListener('cancel', onCancel);
       if (ui.picker.open) ui.picker.close();
       ui.pickerDeck.replaceChildren();
+      ui.pickerDeck.removeAttribute('tabindex');
     };
     const onAbort = () => {
       if (done) return;
@@ -364,6 +365,8 @@ function drawCard(
       if (done) return;
       const reversed = crypto.getRandomValues(new Uint8Array(1))[0] < 85; // about one in three
       for (const b of buttons) b.disabled = true;
+      // The deck keeps a keyboard stop while its cards are disabled (it may scroll).
+      ui.pickerDeck.tabIndex = 0;
       ui.pickerReveal.replaceChildren(cardFace(card, reversed));
       ui.pickerReveal.hidden = false;
       announce(`You drew ${card.name}${reversed ? ', reversed' : ''}`);

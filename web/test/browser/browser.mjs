@@ -1,8 +1,9 @@
-// Launches Debian's Chromium through playwright-core, with the flags this closed network needs.
+// Launches Debian's Chromium through playwright-core, with the flags this closed network needs,
+// and runs axe-core's accessibility rules on a page.
 import { chromium } from 'playwright-core';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { repoRoot } from '../protocol/harness.mjs';
 
@@ -26,4 +27,22 @@ export async function launch() {
 
 export async function shot(page, name) {
   await page.screenshot({ path: join(shotDir, `${name}.png`) });
+}
+
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+const axeDir = join(process.env.TEST_LOG_DIR ?? join(repoRoot, 'test-logs'), 'axe');
+mkdirSync(axeDir, { recursive: true });
+
+/**
+ * Runs the axe-core accessibility rules on the page as it is now; writes every violation to
+ * test-logs/axe/<name>.json and returns the serious and critical ones.
+ */
+export async function accessibilityProblems(page, name) {
+  if (!(await page.evaluate(() => typeof window.axe === 'object'))) await page.addScriptTag({ content: axeSource });
+  const violations = await page.evaluate(async () => {
+    const result = await window.axe.run(document, { resultTypes: ['violations'] });
+    return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => n.target.join(' ')) }));
+  });
+  writeFileSync(join(axeDir, `${name}.json`), JSON.stringify(violations, null, 2));
+  return violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
 }

@@ -5,13 +5,21 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startRelay, within, sleep } from '../protocol/harness.mjs';
-import { launch, shot } from './browser.mjs';
+import { launch, shot as screenshot, accessibilityProblems } from './browser.mjs';
 
 let relay;
 let context;
 let page;
 let apiKey;
 const pageErrors = [];
+// Every state the journey screenshots is also scanned with axe-core (reports in test-logs/axe/).
+const scanned = [];
+const a11y = [];
+async function shot(p, name) {
+  await screenshot(p, name);
+  scanned.push(name);
+  for (const v of await accessibilityProblems(p, name)) a11y.push({ state: name, ...v });
+}
 
 before(async () => {
   relay = await startRelay({ LIVEKIT_URL: 'ws://127.0.0.1:9' }, { name: 'relay-browser' });
@@ -391,4 +399,9 @@ test('the headset button ends the session; the key goes offline', async () => {
   await relay.waitState(apiKey, 'offline', 5000);
   await shot(page, '12-session-ended');
   assert.deepEqual(pageErrors, []);
+});
+
+test('axe-core: no serious or critical accessibility violation in any state of the journey', () => {
+  assert.ok(scanned.length >= 15, `states scanned: ${scanned.join(', ')}`);
+  assert.deepEqual(a11y, [], JSON.stringify(a11y, null, 2));
 });
