@@ -285,6 +285,9 @@ export function voiceRoom(kind) {
   test(`draw_card from the agent opens the picker; the card the test picks reaches the agent${spec.label}`, async () => {
     await page.waitForSelector('#picker[open]', { timeout: 30000 });
     assert.equal(await page.textContent('#picker-title'), `Draw a card for ${spec.position}`);
+    // The agent moved to the spread mode first (draw_card is offered there): the page shows it.
+    await page.waitForSelector('#mode[data-mode="spread"]', { timeout: 10000 });
+    assert.equal(await page.textContent('#mode'), 'Phase: spread');
     await shot(page, `${spec.prefix}-03-picker`);
     await page.click('#picker-deck button:nth-child(3)');
     await page.waitForSelector('#picker-reveal:not([hidden])');
