@@ -83,8 +83,9 @@ export class Conversation {
     if (!room) return;
     this.detachTranscript = this.transcript.attach(room);
     if (this.el.pttMode.checked) this.detachPtt = this.ptt.attach(room);
-    // Voice works after all (a retry joined): the offer of text stays only for the browser's lacks.
-    if (!browserVoiceProblem()) this.el.unavailable.hidden = true;
+    // Voice works after all (a retry joined), or text was chosen and joined: the offer of text
+    // stays only while it is still an offer.
+    if (!browserVoiceProblem() || this.textChosen) this.el.unavailable.hidden = true;
   }
 
   /** Voice failed with `reason`: offer text instead. */
@@ -98,7 +99,14 @@ export class Conversation {
     this.el.unavailable.hidden = false;
   }
 
+  /** Joins the room without a microphone, for text chat when voice could not join it. */
+  joinForText: (() => void) | null = null;
+
+  private textChosen = false;
+
   private switchToText(): void {
+    this.textChosen = true;
+    if (!this.room) this.joinForText?.();
     this.showTranscript(true);
     this.el.chatInput.focus();
     this.announce('Text chat: type your message and press Enter');

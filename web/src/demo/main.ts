@@ -152,6 +152,10 @@ async function startSession(): Promise<void> {
     ui.devIdentity.textContent = token.identity;
     ui.devRoom.textContent = token.roomName;
     ui.devKey.textContent = token.apiKey;
+    // "Switch to text" joins the same room without a microphone when voice could not.
+    conversation.joinForText = () => {
+      if (client === c) void voice.start(token.url, token.token, { microphone: false });
+    };
     void voice.start(token.url, token.token);
   } catch (err) {
     ui.hint.textContent = `Could not start: ${(err as Error).message}`;

@@ -253,7 +253,7 @@ export class Voice {
   private ticker: ReturnType<typeof setInterval> | undefined;
   /** Bumped by every start and stop: async work of an older attempt stops where it is. */
   private attempt = 0;
-  private last: { url: string; token: string } | null = null;
+  private last: { url: string; token: string; microphone: boolean } | null = null;
   private readonly items = new Map<string, ParticipantItem>();
 
   constructor(
@@ -263,7 +263,9 @@ export class Voice {
   ) {
     el.startAudio.addEventListener('click', () => void this.enableAudio());
     el.retry.addEventListener('click', () => {
-      if (this.last && el.retry.getAttribute('aria-disabled') !== 'true') void this.start(this.last.url, this.last.token);
+      if (this.last && el.retry.getAttribute('aria-disabled') !== 'true') {
+        void this.start(this.last.url, this.last.token, { microphone: this.last.microphone });
+      }
     });
     this.showQuality(ConnectionQuality.Unknown);
   }
@@ -285,39 +287,47 @@ export class Voice {
     if (this.ctx?.state === 'suspended') this.ctx.resume().catch(() => {});
   }
 
-  /** Joins the room `url` with `token`, after a failure or a stop as well. */
-  async start(url: string, token: string): Promise<void> {
+  /**
+   * Joins the room `url` with `token`, after a failure or a stop as well. With `microphone:
+   * false` it joins to hear the agent and to chat in text, publishing nothing: the text mode,
+   * which works where the microphone cannot.
+   */
+  async start(url: string, token: string, { microphone = true }: { microphone?: boolean } = {}): Promise<void> {
     this.teardown();
     const attempt = ++this.attempt;
     const current = () => attempt === this.attempt;
-    this.last = { url, token };
+    this.last = { url, token, microphone };
     // A retry button stays where it is (keeping the keyboard focus) but does nothing meanwhile.
     this.el.retry.setAttribute('aria-disabled', 'true');
     if (!isBrowserSupported()) return this.fail('this browser cannot make WebRTC calls');
 
-    this.set('connecting', 'Voice: opening the microphone…');
-    this.announce('Connecting voice');
-    let mic: LocalAudioTrack;
-    try {
-      if (!navigator.mediaDevices?.getUserMedia) {
-        throw new Error('the page needs https (or localhost) to use the microphone');
+    let mic: LocalAudioTrack | null = null;
+    if (microphone) {
+      this.set('connecting', 'Voice: opening the microphone…');
+      this.announce('Connecting voice');
+      try {
+        if (!navigator.mediaDevices?.getUserMedia) {
+          throw new Error('the page needs https (or localhost) to use the microphone');
+        }
+        mic = await createLocalAudioTrack();
+      } catch (err) {
+        if (current()) this.fail(micFailure(err));
+        return;
       }
-      mic = await createLocalAudioTrack();
-    } catch (err) {
-      if (current()) this.fail(micFailure(err));
-      return;
-    }
-    if (!current()) {
-      mic.stop();
-      return;
-    }
-    this.mic = mic;
-    mic.on(TrackEvent.Ended, () => {
-      if (current() && this.state === 'connected') {
-        this.set('connected', 'Voice: connected, but the microphone stopped');
-        this.announce('The microphone stopped');
+      if (!current()) {
+        mic.stop();
+        return;
       }
-    });
+      this.mic = mic;
+      mic.on(TrackEvent.Ended, () => {
+        if (current() && this.state === 'connected') {
+          this.set('connected', 'Voice: connected, but the microphone stopped');
+          this.announce('The microphone stopped');
+        }
+      });
+    } else {
+      this.announce('Connecting for text chat');
+    }
 
     this.set('connecting', `Voice: connecting to ${url}…`);
     const deadline = Date.now() + CONNECT_TIMEOUT_MS;
@@ -343,15 +353,17 @@ export class Voice {
       return this.fail(connectFailure(err, url, signalled));
     }
     if (!current()) return;
-    try {
-      await bounded(room.localParticipant.publishTrack(mic, { source: Track.Source.Microphone }), deadline - Date.now());
-    } catch (err) {
+    if (mic) {
+      try {
+        await bounded(room.localParticipant.publishTrack(mic, { source: Track.Source.Microphone }), deadline - Date.now());
+      } catch (err) {
+        if (!current()) return;
+        this.teardown();
+        const why = err instanceof AttemptTimeout ? 'in time' : `(${short(err instanceof Error ? err.message : String(err))})`;
+        return this.fail(`joined the room, but the microphone could not be sent ${why}`);
+      }
       if (!current()) return;
-      this.teardown();
-      const why = err instanceof AttemptTimeout ? 'in time' : `(${short(err instanceof Error ? err.message : String(err))})`;
-      return this.fail(`joined the room, but the microphone could not be sent ${why}`);
     }
-    if (!current()) return;
 
     this.joined = true;
     this.meters?.mic.resetPeak();
@@ -361,8 +373,13 @@ export class Voice {
     this.showParticipants();
     this.showAudioButton();
     this.el.retry.hidden = true;
-    this.set('connected', 'Voice: connected');
-    this.announce('Voice connected. You can speak to the agent.');
+    if (mic) {
+      this.set('connected', 'Voice: connected');
+      this.announce('Voice connected. You can speak to the agent.');
+    } else {
+      this.set('connected', 'Voice: text only (no microphone)');
+      this.announce('Connected for text chat. Type to the agent.');
+    }
     this.listener.room?.(room);
   }
 

@@ -426,4 +426,43 @@ export function voiceRoom(kind) {
     assert.match(log, /session closed.*participant_(left|connection_aborted)|participant_(left|connection_aborted).*session closed/, 'the webhook closed the session');
     assert.deepEqual(pageErrors, []);
   });
+
+  if (spec.answersText) {
+    test(`text mode where the browser has no microphone: the page joins without one, the agent's tools reach it, a typed message is answered${spec.label}`, async () => {
+      const bare = await context.newPage();
+      const errors = [];
+      bare.on('pageerror', (e) => errors.push(e.message));
+      try {
+        await bare.addInitScript(() => {
+          delete MediaDevices.prototype.getUserMedia;
+          if (navigator.mediaDevices) delete navigator.mediaDevices.getUserMedia;
+        });
+        await bare.goto(`${relay.url}/?ice=none`, { waitUntil: 'load', timeout: 15000 });
+        await bare.keyboard.press('Control+k');
+        await bare.waitForSelector('#connection[data-state="bound"]', { timeout: 10000 });
+        relay.remember((await bare.textContent('#dev-key')).trim());
+        await bare.waitForSelector('#voice[data-state="failed"]', { timeout: 15000 });
+        await bare.waitForSelector('#voice-unavailable:not([hidden])', { timeout: 5000 });
+        await bare.click('#switch-to-text');
+        await bare.waitForSelector('#voice[data-state="connected"]', { timeout: 20000 });
+        assert.equal(await bare.textContent('#voice'), 'Voice: text only (no microphone)');
+        assert.equal(await bare.isVisible('#voice-unavailable'), false, 'text chosen and joined: no more offer');
+        // The agent joins this room too; its first tool call reaches the page in text mode.
+        await bare.waitForSelector('#popover:not([hidden])', { timeout: 30000 });
+        assert.equal(await bare.textContent('#popover'), 'Hello from the agent');
+        // A picker the agent opens meanwhile is declined: this test is about text.
+        if (await bare.isVisible('#picker')) await bare.keyboard.press('Escape');
+        const agentItems = () => bare.$$eval('#transcript-list li[data-speaker="agent"]', (li) => li.length);
+        const before = await agentItems();
+        await bare.fill('#chat-input', 'Hello, can you read this?');
+        await bare.press('#chat-input', 'Enter');
+        await bare.waitForFunction(() => document.getElementById('chat-input').value === '', null, { timeout: 10000 });
+        await waitFor('the agent to answer in the transcript', 30000, async () => (await agentItems()) > before, 200);
+        await shot(bare, `${spec.prefix}-06-text-mode`);
+        assert.deepEqual(errors, []);
+      } finally {
+        await bare.close();
+      }
+    });
+  }
 }
