@@ -81,6 +81,9 @@ const scenarios = [
   awaitedAt(2000),
   awaitedAt(10000),
   { id: 'idle_10k', title: '10,000 idle tabs, then one 32 KiB emit to each', args: ['--tabs', '10000', '--agents', '0', '--settle-secs', '3', '--big-emit-bytes', '32768'], idle: true },
+  // Memory after a burst: 5,000 idle tabs, then 100 agents at once send one 32 KiB call to every
+  // tab; memory 3 s and 10 s after the last arrived.
+  { id: 'burst_5k', title: '5,000 idle tabs, then a burst of 100 agents × one 32 KiB call per tab', args: ['--tabs', '5000', '--agents', '0', '--settle-secs', '3', '--big-emit-bytes', '32768', '--big-emit-agents', '100', '--after-emit-secs', '7'], idle: true, servers: ['relay'] },
   // The relay only: the reference design has no declaration of a tab's tools.
   { id: 'idle_10k_handles', title: '10,000 idle tabs, each declaring 8 tools', args: ['--tabs', '10000', '--agents', '0', '--settle-secs', '3', '--handles', '8'], idle: true, servers: ['relay'] },
   ...(with50k ? [{ id: 'idle_max', title: `${maxIdleTabs} idle tabs`, args: ['--tabs', String(maxIdleTabs), '--agents', '0', '--settle-secs', '3', '--connect-concurrency', '400'], idle: true }] : []),
@@ -254,6 +257,9 @@ row('time to bind 10,000 tabs', 'idle_10k', (x) => x.bind_ms, 'ms');
 row('RSS per idle tab (10k, browser headers)', 'idle_10k', (x) => x.rss_bytes_per_tab, 'B');
 row('RSS per tab after a 32 KiB emit to each', 'idle_10k', (x) => x.rss_bytes_per_tab_after_big_emit, 'B');
 row('RSS with 10k tabs', 'idle_10k', (x) => x.server_rss_kib_with_tabs, 'KiB');
+row('RSS per idle tab (5k)', 'burst_5k', (x) => x.rss_bytes_per_tab, 'B');
+row('  3 s after a burst of 100 agents × 32 KiB to every tab', 'burst_5k', (x) => x.rss_bytes_per_tab_after_big_emit, 'B');
+row('  10 s after it', 'burst_5k', (x) => x.rss_bytes_per_tab_later, 'B');
 row('RSS per idle tab declaring 8 tools (10k)', 'idle_10k_handles', (x) => x.rss_bytes_per_tab, 'B');
 row('time to bind and declare 10,000 tabs', 'idle_10k_handles', (x) => x.bind_ms, 'ms');
 if (with50k) {

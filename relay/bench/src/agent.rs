@@ -183,13 +183,14 @@ pub async fn agent(config: AgentConfig) -> AgentResult {
     }
 }
 
-/// Sends each tab one fire-and-forget call whose params carry `bytes` bytes of padding, over 32
-/// connections, and waits (up to 60 s) until every tab has received it. Returns how many did.
+/// Sends each tab one fire-and-forget call whose params carry `bytes` bytes of padding, over
+/// `agents` connections at once, and waits (up to 60 s) until every tab has received it. Returns
+/// how many did.
 pub async fn big_emit(
     server: SocketAddr,
     secret: &str,
     keys: &[(usize, String)],
-    bytes: usize,
+    (bytes, agents): (usize, usize),
     stats: &TabStats,
 ) -> anyhow::Result<u64> {
     let before = stats.events.load(Ordering::Relaxed);
@@ -197,7 +198,7 @@ pub async fn big_emit(
     let auth = format!("Bearer {secret}");
     let queue = Arc::new(std::sync::Mutex::new(keys.to_vec()));
     let mut senders = Vec::new();
-    for _ in 0..32 {
+    for _ in 0..agents.max(1) {
         let (queue, pad, auth) = (queue.clone(), pad.clone(), auth.clone());
         senders.push(tokio::spawn(async move {
             let mut sender: Option<Sender> = None;

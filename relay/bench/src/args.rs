@@ -56,6 +56,13 @@ pub struct Args {
     /// and measure the server's memory again once all arrived (0: no such call).
     #[arg(long, default_value_t = 0)]
     pub big_emit_bytes: usize,
+    /// Agents (connections) sending those calls at once.
+    #[arg(long, default_value_t = 32)]
+    pub big_emit_agents: usize,
+    /// Measure the server's memory again this many seconds after the first measurement that
+    /// follows the large calls (0: not again): whether it gives back what they made it grow.
+    #[arg(long, default_value_t = 0.0)]
+    pub after_emit_secs: f64,
     /// After binding, each tab declares it handles this many tools (`voice-agent:handles`),
     /// as the browser client does (0: tabs never declare).
     #[arg(long, default_value_t = 0)]

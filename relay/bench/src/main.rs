@@ -184,19 +184,28 @@ async fn run(args: Args) -> anyhow::Result<Report> {
             call_server,
             &args.secret,
             &bound_keys,
-            args.big_emit_bytes,
+            (args.big_emit_bytes, args.big_emit_agents),
             &stats,
         )
         .await?;
         let big_emit_ms = (started.elapsed().as_secs_f64() * 1000.0).round();
         tokio::time::sleep(Duration::from_secs_f64(args.settle_secs)).await;
         let rss_emit = args.server_pid.and_then(rss_kib);
+        let later = if args.after_emit_secs > 0.0 {
+            tokio::time::sleep(Duration::from_secs_f64(args.after_emit_secs)).await;
+            per_tab(rss_before, args.server_pid.and_then(rss_kib), args.tabs)
+        } else {
+            None
+        };
         report.big_emit = Some(BigEmit {
             big_emit_bytes: args.big_emit_bytes,
             big_emit_delivered: delivered,
             big_emit_ms,
             server_rss_kib_after_big_emit: rss_emit,
             rss_bytes_per_tab_after_big_emit: per_tab(rss_before, rss_emit, args.tabs),
+            big_emit_agents: args.big_emit_agents,
+            rss_bytes_per_tab_later: later,
+            after_emit_secs: (args.after_emit_secs > 0.0).then_some(args.after_emit_secs),
         });
     }
     if args.agents == 0 {

@@ -33,6 +33,12 @@ pub struct BigEmit {
     pub big_emit_ms: f64,
     pub server_rss_kib_after_big_emit: Option<u64>,
     pub rss_bytes_per_tab_after_big_emit: Option<f64>,
+    pub big_emit_agents: usize,
+    /// Measured again `after_emit_secs` later, when asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rss_bytes_per_tab_later: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after_emit_secs: Option<f64>,
 }
 
 /// The measured calls.

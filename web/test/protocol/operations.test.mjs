@@ -2,6 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startRelay, sleep, within, repoRoot } from './harness.mjs';
 
@@ -41,6 +42,25 @@ test('a missing or weak secret is a clear start-up error (exit 64), never an ins
   assert.match(noRedis.out, /cannot connect to Redis/);
   assert.doesNotMatch(noRedis.out, /pw-in-url-5678/);
   assert.doesNotMatch(noRedis.out, /listening/);
+});
+
+test('the relay runs with glibc malloc\'s mmap threshold set, unless the environment sets one or turns it off', async () => {
+  const tunables = (relay) => readFileSync(`/proc/${relay.proc.pid}/environ`, 'utf8').split('\0')
+    .find((v) => v.startsWith('GLIBC_TUNABLES='));
+  const cases = [
+    [{}, 'GLIBC_TUNABLES=glibc.malloc.mmap_threshold=16384'],
+    [{ GLIBC_TUNABLES: 'glibc.malloc.mmap_threshold=65536' }, 'GLIBC_TUNABLES=glibc.malloc.mmap_threshold=65536'],
+    [{ RELAY_MALLOC_TUNING: 'off' }, undefined],
+  ];
+  for (const [env, expected] of cases) {
+    const relay = await startRelay(env);
+    try {
+      assert.equal(tunables(relay), expected, JSON.stringify(env));
+      assert.equal((await relay.fetch('/healthz')).status, 200);
+    } finally {
+      await relay.stop();
+    }
+  }
 });
 
 test('JSON logs when asked, with fingerprints only', async () => {
