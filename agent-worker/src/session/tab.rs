@@ -97,11 +97,13 @@ impl Sessions {
                     let Some(state) = fetched else {
                         return cache.view();
                     };
+                    // Followers hear of a change of what the tab handles, not of the first read.
+                    let known = cache.state.is_some();
                     let changed = cache.update(state, self.page_tools);
                     if changed {
                         log_refused(key, cache.page.as_ref());
                     }
-                    (cache.view(), changed)
+                    (cache.view(), changed && known)
                 };
                 if changed {
                     s.bump();

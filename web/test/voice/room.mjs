@@ -450,8 +450,11 @@ export function voiceRoom(kind) {
         // The agent joins this room too; its first tool call reaches the page in text mode.
         await bare.waitForSelector('#popover:not([hidden])', { timeout: 30000 });
         assert.equal(await bare.textContent('#popover'), 'Hello from the agent');
-        // A picker the agent opens meanwhile is declined: this test is about text.
-        if (await bare.isVisible('#picker')) await bare.keyboard.press('Escape');
+        // The agent's script goes on to draw a card: the picker it opens (a modal, which makes the
+        // rest of the page inert) is declined, since this test is about text.
+        await bare.waitForSelector('#picker[open]', { timeout: 30000 });
+        await bare.keyboard.press('Escape');
+        await bare.waitForSelector('#picker:not([open])', { state: 'attached', timeout: 5000 });
         const agentItems = () => bare.$$eval('#transcript-list li[data-speaker="agent"]', (li) => li.length);
         const before = await agentItems();
         await bare.fill('#chat-input', 'Hello, can you read this?');

@@ -274,12 +274,19 @@ impl ServerHandler for Handler {
     /// `subscriptions/listen` stream: it follows the session of the request's key.
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
         let key = key_of(&subscription.request_context().extensions)?;
-        // Listening before any other request opens the session, as `tools/list` would.
-        let _ = self.state.worker.offer(&key).await;
-        let Some(mut changes) = self.state.worker.sessions.follow(&key) else {
-            return Ok(());
+        // Follow first, before anything is awaited: a change made right after the client saw
+        // its subscription honoured is then not missed (the receiver counts from now on).
+        let mut changes = match self.state.worker.sessions.follow(&key) {
+            Some(changes) => changes,
+            None => {
+                // Listening before any other request opens the session, as `tools/list` would.
+                let _ = self.state.worker.offer(&key).await;
+                let Some(changes) = self.state.worker.sessions.follow(&key) else {
+                    return Ok(());
+                };
+                changes
+            }
         };
-        changes.mark_unchanged();
         loop {
             tokio::select! {
                 _ = subscription.cancelled() => return Ok(()),
