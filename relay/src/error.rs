@@ -74,13 +74,6 @@ impl std::fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
-/// The shared store unreachable: `unavailable` (503), for the agent to try again.
-impl From<crate::store::redis::StoreError> for ApiError {
-    fn from(_: crate::store::redis::StoreError) -> ApiError {
-        ApiError::unavailable()
-    }
-}
-
 /// A JSON body with a status, already encoded (also used to replay idempotent outcomes).
 pub fn json_response(status: StatusCode, body: bytes::Bytes) -> Response {
     let mut response = (status, body).into_response();

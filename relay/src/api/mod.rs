@@ -44,6 +44,14 @@ pub fn routes() -> Router<Arc<App>> {
         .layer(Extension(Arc::new(calls::Running::default())))
 }
 
+/// The shared store unreachable: `unavailable` (503), for the agent to try again. Here, at the
+/// HTTP edge, so that neither the store nor the error type knows the other.
+impl From<crate::store::redis::StoreError> for ApiError {
+    fn from(_: crate::store::redis::StoreError) -> ApiError {
+        ApiError::unavailable()
+    }
+}
+
 /// Checks `Authorization: Bearer <secret>` against the configured agent secrets; returns which
 /// agent it is.
 pub(super) fn authorize(app: &App, headers: &HeaderMap) -> Result<usize, ApiError> {

@@ -186,6 +186,24 @@ pub(crate) async fn tool_call(
     }
 }
 
+/// `POST /api/voice-agent/tool-call/cancel` body.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelRequest {
+    /// The key the call was sent to.
+    #[schema(pattern = "^va_[0-9a-f]{64}$")]
+    api_key: String,
+}
+
+/// `POST /api/voice-agent/tool-call/cancel` answer.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct CancelResponse {
+    #[schema(schema_with = relay_wire::openapi::always_true)]
+    ok: bool,
+    /// True when the call was running on this node and is now cancelled.
+    cancelled: bool,
+}
+
 /// `POST /api/voice-agent/tool-call/cancel` with the call's `Idempotency-Key` and
 /// `{"apiKey"}`: ends that call if it still runs on this node (the tab is told
 /// `voice-agent:cancel`). `{"ok":true,"cancelled":false}` when no such call runs here.
@@ -212,28 +230,6 @@ pub(crate) async fn tool_call_cancel(
     State(app): State<Arc<App>>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    cancel(app, request).await
-}
-
-/// `POST /api/voice-agent/tool-call/cancel` body.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CancelRequest {
-    /// The key the call was sent to.
-    #[schema(pattern = "^va_[0-9a-f]{64}$")]
-    api_key: String,
-}
-
-/// `POST /api/voice-agent/tool-call/cancel` answer.
-#[derive(serde::Serialize, utoipa::ToSchema)]
-pub struct CancelResponse {
-    #[schema(schema_with = relay_wire::openapi::always_true)]
-    ok: bool,
-    /// True when the call was running on this node and is now cancelled.
-    cancelled: bool,
-}
-
-async fn cancel(app: Arc<App>, request: Request) -> Result<Response, ApiError> {
     authorize(&app, request.headers())?;
     let idem = request
         .headers()
