@@ -9,11 +9,15 @@ import secrets
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from mcp_support import Tab
 
 REPO = Path(__file__).resolve().parents[3]
 RELAY_BIN = Path(os.environ.get("RELAY_BIN", REPO / "target/debug/relay"))
@@ -175,3 +179,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         for name, text in texts.items():
             for secret in stack.secrets_seen:
                 assert secret not in text, f"the {name} log holds a whole key, token or secret"
+
+
+@pytest.fixture
+async def tab(stack: Stack) -> AsyncIterator[Tab]:
+    """A browser tab (the official socket.io-client protocol) bound to a fresh key of the relay."""
+    from mcp_support import Tab
+
+    t = await Tab.open(stack.relay.url)
+    stack.secrets_seen.add(t.api_key)
+    try:
+        yield t
+    finally:
+        await t.close()

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import time
 import urllib.request
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -112,16 +111,6 @@ def catalog_file(tmp_path: Path) -> Path:
 @pytest.fixture
 def app_worker(workers: WorkerFactory, catalog_file: Path) -> Server:
     return workers.start({"WORKER_CATALOG": str(catalog_file)})
-
-
-@pytest.fixture
-async def tab(stack: Stack) -> AsyncIterator[Tab]:
-    t = await Tab.open(stack.relay.url)
-    stack.secrets_seen.add(t.api_key)
-    try:
-        yield t
-    finally:
-        await t.close()
 
 
 def names(listed: types.ListToolsResult) -> list[str]:

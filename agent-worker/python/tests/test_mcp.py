@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.request
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
@@ -51,16 +50,6 @@ INITIALIZE = {
     },
 }
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-@pytest.fixture
-async def tab(stack: Stack) -> AsyncIterator[Tab]:
-    t = await Tab.open(stack.relay.url)
-    stack.secrets_seen.add(t.api_key)
-    try:
-        yield t
-    finally:
-        await t.close()
 
 
 def mcp_url(stack: Stack) -> str:

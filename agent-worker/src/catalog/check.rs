@@ -27,13 +27,10 @@ struct ModeDef {
     nested: bool,
 }
 
-/// True when `id` can name a mode: letters, digits, `_` and `-`, short enough for its moves.
+/// True when `id` can name a mode: a mode id the relay accepts (letters, digits, `_` and `-`),
+/// short enough for its moves (`enter_<id>` is a tool name of at most 64 characters).
 pub fn is_mode_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= MAX_MODE_ID
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    relay_wire::is_mode_id(id) && id.len() <= MAX_MODE_ID
 }
 
 struct Checker<'d, 'a> {

@@ -25,6 +25,22 @@ export async function launch() {
   return context;
 }
 
+/**
+ * A new page of `context` in a browser without the microphone API (getUserMedia deleted before
+ * any script runs), opened at `url`; `errors` collects the page's uncaught errors.
+ */
+export async function pageWithoutMicrophoneApi(context, url) {
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.addInitScript(() => {
+    delete MediaDevices.prototype.getUserMedia;
+    if (navigator.mediaDevices) delete navigator.mediaDevices.getUserMedia;
+  });
+  await page.goto(url, { waitUntil: 'load', timeout: 15000 });
+  return { page, errors };
+}
+
 export async function shot(page, name) {
   await page.screenshot({ path: join(shotDir, `${name}.png`) });
 }

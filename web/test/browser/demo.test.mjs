@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startRelay, within, sleep } from '../protocol/harness.mjs';
-import { launch, shot as screenshot, accessibilityProblems } from './browser.mjs';
+import { launch, shot as screenshot, accessibilityProblems, pageWithoutMicrophoneApi } from './browser.mjs';
 
 let relay;
 let context;
@@ -168,15 +168,8 @@ test('push-to-talk: switched on by keyboard; Space held presses the talk button 
 });
 
 test('without getUserMedia (a fresh page), voice is unavailable at once: "Switch to text" with the reason', async () => {
-  const bare = await context.newPage();
-  const errors = [];
-  bare.on('pageerror', (e) => errors.push(e.message));
+  const { page: bare, errors } = await pageWithoutMicrophoneApi(context, relay.url);
   try {
-    await bare.addInitScript(() => {
-      delete MediaDevices.prototype.getUserMedia;
-      if (navigator.mediaDevices) delete navigator.mediaDevices.getUserMedia;
-    });
-    await bare.goto(relay.url, { waitUntil: 'load', timeout: 15000 });
     assert.equal(await bare.evaluate(() => typeof navigator.mediaDevices?.getUserMedia), 'undefined');
     await bare.waitForSelector('#voice-unavailable:not([hidden])', { timeout: 5000 });
     assert.equal(

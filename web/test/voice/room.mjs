@@ -20,7 +20,7 @@ import { tmpdir, networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { repoRoot, startRelay, startWorker, runWorker, within, sleep, LIVEKIT_KEY } from '../protocol/harness.mjs';
-import { CHROMIUM, shot } from '../browser/browser.mjs';
+import { CHROMIUM, pageWithoutMicrophoneApi, shot } from '../browser/browser.mjs';
 
 const NODE_IP = '10.213.0.1';
 const LIVEKIT_PORT = 7880;
@@ -429,15 +429,8 @@ export function voiceRoom(kind) {
 
   if (spec.answersText) {
     test(`text mode where the browser has no microphone: the page joins without one, the agent's tools reach it, a typed message is answered${spec.label}`, async () => {
-      const bare = await context.newPage();
-      const errors = [];
-      bare.on('pageerror', (e) => errors.push(e.message));
+      const { page: bare, errors } = await pageWithoutMicrophoneApi(context, `${relay.url}/?ice=none`);
       try {
-        await bare.addInitScript(() => {
-          delete MediaDevices.prototype.getUserMedia;
-          if (navigator.mediaDevices) delete navigator.mediaDevices.getUserMedia;
-        });
-        await bare.goto(`${relay.url}/?ice=none`, { waitUntil: 'load', timeout: 15000 });
         await bare.keyboard.press('Control+k');
         await bare.waitForSelector('#connection[data-state="bound"]', { timeout: 10000 });
         relay.remember((await bare.textContent('#dev-key')).trim());
