@@ -6,7 +6,7 @@ use serde_json::json;
 use crate::Worker;
 use crate::catalog::Catalog;
 use crate::client::{ClientConfig, RelayClient};
-use crate::error::{Code, ToolError};
+use crate::error::Code;
 use crate::session::Offer;
 use relay_wire::{ErrorCode, Secret};
 
@@ -166,13 +166,4 @@ async fn a_reload_keeps_sessions_and_tells_their_followers() {
     assert_eq!(offer.mode, "default", "its mode is gone: the initial one");
     assert_eq!(names(&offer), ["Ping"]);
     assert_ne!(offer.revision, before);
-}
-
-#[test]
-fn failures_are_sentences() {
-    let e = ToolError::new(ErrorCode::TabOffline, "no tab came back within 15000 ms");
-    let s = e.speech();
-    assert!(s.starts_with("The user's screen is not connected"), "{s}");
-    assert!(s.contains("tab_offline"), "{s}");
-    assert!(!s.contains('\n'));
 }
