@@ -8,6 +8,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
+use relay_wire::openapi::{Credential, add_credentials};
 use relay_wire::{
     ErrorBody, ErrorCode, ErrorObject, KeyState, KeyStatus, ModeEvent, ModeResponse,
     RevokeResponse, TokenRequest, TokenResponse, ToolCallRequest, ToolCallResponse,
@@ -15,7 +16,6 @@ use relay_wire::{
 use serde_json::Value;
 use utoipa::Modify;
 use utoipa::OpenApi;
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
 use crate::api::{CancelRequest, CancelResponse, Health};
 use crate::app::App;
@@ -79,36 +79,31 @@ struct Credentials;
 
 impl Modify for Credentials {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        let bearer = |description: &str, format: Option<&str>| {
-            let mut http = HttpBuilder::new()
-                .scheme(HttpAuthScheme::Bearer)
-                .description(Some(description));
-            if let Some(format) = format {
-                http = http.bearer_format(format);
-            }
-            SecurityScheme::Http(http.build())
-        };
-        let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "agent_secret",
-            bearer(
-                "One of RELAY_AGENT_SECRET's comma-separated secrets (the agent side).",
-                None,
-            ),
-        );
-        components.add_security_scheme(
-            "issuer_secret",
-            bearer(
-                "RELAY_TOKEN_MODE=issuer: one of RELAY_TOKEN_ISSUER_SECRET's secrets (the app's backend).",
-                None,
-            ),
-        );
-        components.add_security_scheme(
-            "app_jwt",
-            bearer(
-                "RELAY_TOKEN_MODE=app-jwt: the user's session JWT, signed by the app (issuer, audience and expiry required).",
-                Some("JWT"),
-            ),
+        add_credentials(
+            openapi,
+            &[
+                (
+                    "agent_secret",
+                    Credential::Bearer(
+                        "One of RELAY_AGENT_SECRET's comma-separated secrets (the agent side).",
+                        None,
+                    ),
+                ),
+                (
+                    "issuer_secret",
+                    Credential::Bearer(
+                        "RELAY_TOKEN_MODE=issuer: one of RELAY_TOKEN_ISSUER_SECRET's secrets (the app's backend).",
+                        None,
+                    ),
+                ),
+                (
+                    "app_jwt",
+                    Credential::Bearer(
+                        "RELAY_TOKEN_MODE=app-jwt: the user's session JWT, signed by the app (issuer, audience and expiry required).",
+                        Some("JWT"),
+                    ),
+                ),
+            ],
         );
     }
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use relay_wire::openapi::{Credential, add_credentials};
 use serde_json::Value;
-use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::agent_api::{AgentAnswer, AgentFailure};
@@ -75,38 +75,33 @@ struct Credentials;
 
 impl Modify for Credentials {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        let bearer = |description: &str| {
-            SecurityScheme::Http(
-                HttpBuilder::new()
-                    .scheme(HttpAuthScheme::Bearer)
-                    .description(Some(description))
-                    .build(),
-            )
-        };
-        let header = |name: &str, description: &str| {
-            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
-                name,
-                description,
-            )))
-        };
-        let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "agent_secret",
-            bearer("One of RELAY_AGENT_SECRET's comma-separated secrets."),
-        );
-        components.add_security_scheme(
-            "vapi_secret",
-            header("X-Vapi-Secret", "VAPI_SECRET, as Vapi sends it."),
-        );
-        components
-            .add_security_scheme("vapi_bearer", bearer("VAPI_SECRET as a Bearer credential."));
-        components.add_security_scheme(
-            "livekit_webhook",
-            header(
-                "Authorization",
-                "LiveKit's webhook JWT (no scheme; a `Bearer ` prefix is tolerated), signed with \
-                 LIVEKIT_API_SECRET, whose `sha256` claim is the body's SHA-256.",
-            ),
+        add_credentials(
+            openapi,
+            &[
+                (
+                    "agent_secret",
+                    Credential::Bearer(
+                        "One of RELAY_AGENT_SECRET's comma-separated secrets.",
+                        None,
+                    ),
+                ),
+                (
+                    "vapi_secret",
+                    Credential::Header("X-Vapi-Secret", "VAPI_SECRET, as Vapi sends it."),
+                ),
+                (
+                    "vapi_bearer",
+                    Credential::Bearer("VAPI_SECRET as a Bearer credential.", None),
+                ),
+                (
+                    "livekit_webhook",
+                    Credential::Header(
+                        "Authorization",
+                        "LiveKit's webhook JWT (no scheme; a `Bearer ` prefix is tolerated), signed with \
+                         LIVEKIT_API_SECRET, whose `sha256` claim is the body's SHA-256.",
+                    ),
+                ),
+            ],
         );
     }
 }

@@ -24,7 +24,42 @@ pub use secret::*;
 #[cfg(feature = "openapi")]
 pub mod openapi {
     use serde_json::Value;
+    use utoipa::openapi::OpenApi;
     use utoipa::openapi::schema::{ObjectBuilder, Type};
+    use utoipa::openapi::security::{
+        ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme,
+    };
+
+    /// A credential an operation names in its `security`.
+    pub enum Credential<'a> {
+        /// `Authorization: Bearer …`, with an optional format (`JWT`).
+        Bearer(&'a str, Option<&'a str>),
+        /// A credential sent in the named header as it is.
+        Header(&'a str, &'a str),
+    }
+
+    /// Adds the named credentials to the document's security schemes (both servers' documents
+    /// describe theirs this one way).
+    pub fn add_credentials(openapi: &mut OpenApi, credentials: &[(&str, Credential<'_>)]) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        for (name, credential) in credentials {
+            let scheme = match credential {
+                Credential::Bearer(description, format) => {
+                    let mut http = HttpBuilder::new()
+                        .scheme(HttpAuthScheme::Bearer)
+                        .description(Some(*description));
+                    if let Some(format) = format {
+                        http = http.bearer_format(*format);
+                    }
+                    SecurityScheme::Http(http.build())
+                }
+                Credential::Header(header, description) => SecurityScheme::ApiKey(ApiKey::Header(
+                    ApiKeyValue::with_description(*header, *description),
+                )),
+            };
+            components.add_security_scheme(*name, scheme);
+        }
+    }
 
     /// `true`, always (the `ok` of every success body).
     pub fn always_true() -> ObjectBuilder {
