@@ -179,7 +179,7 @@ impl ToolError {
                 "The request had invalid arguments"
             }
             Code::UnknownTool => "There is no such tool",
-            Code::ToolNotAllowed => "That tool is not available in this phase of the conversation",
+            Code::ToolNotAllowed => "That tool is not available in this mode of the conversation",
             Code::Cancelled => "The call was cancelled",
             _ => "The request to the user's screen failed",
         };

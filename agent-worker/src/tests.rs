@@ -126,7 +126,7 @@ async fn an_apps_catalog_with_a_nested_mode() {
     assert!(
         offer.tools[1]
             .description
-            .contains("return to the shop phase"),
+            .contains("return to the shop mode"),
         "{}",
         offer.tools[1].description
     );

@@ -285,7 +285,7 @@ impl Worker {
                     Err(ToolError::new(
                         code,
                         format!(
-                            "{tool} is not a phase change available from the {} phase",
+                            "{tool} is not a mode change available from the {} mode",
                             self.agent_mode(key)
                         ),
                     ))

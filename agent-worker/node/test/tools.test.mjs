@@ -143,7 +143,7 @@ test('a mode move swaps the tools and the instructions', async () => {
   // The tab is told its mode.
   await eventually(() => tab.events.some((e) => e.event === 'voice-agent:mode' && e.args[0]?.mode === 'review'), 'the mode at the tab');
   // A tool of the old mode is refused now, as a sentence.
-  await assert.rejects(run(stale, { title: 'x', kind: 'flow' }), (e) => e instanceof llm.ToolError && /not available in this phase/.test(e.message));
+  await assert.rejects(run(stale, { title: 'x', kind: 'flow' }), (e) => e instanceof llm.ToolError && /not available in this mode/.test(e.message));
   await within(10000, run(toolsOf(ui).enter_drafting, {}), 'enter_drafting');
   assert.equal(ui.mode, 'drafting');
   await within(10000, run(toolsOf(ui).enter_help, {}), 'enter_help');

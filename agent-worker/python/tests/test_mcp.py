@@ -144,10 +144,10 @@ async def test_invalid_arguments_are_an_error_result_and_nothing_reaches_the_tab
         assert first["params"] == {"message": "valid"}
         assert len(tab.tool_events()) == 1
 
-        # A tool of another phase is refused the same way, as a sentence.
+        # A tool of another mode is refused the same way, as a sentence.
         refused = await client.call_tool("draw_card", {"positionLabel": "P", "promptRole": "r"})
         assert refused.is_error
-        assert "not available in this phase" in text_of(refused)
+        assert "not available in this mode" in text_of(refused)
 
 
 async def test_relay_failures_are_error_results_a_model_can_say(stack: Stack) -> None:
@@ -286,7 +286,7 @@ async def test_a_mode_change_is_announced_to_a_session(stack: Stack, tab: Tab) -
         await client.call_tool("enter_spread", {})
         await asyncio.wait_for(changed.wait(), 10)
         assert [t.name for t in (await client.list_tools()).tools] == ["draw_card", "enter_reading"]
-        # A phase change made elsewhere (another client of the same key) is announced too.
+        # A mode change made elsewhere (another client of the same key) is announced too.
         changed.clear()
         async with mcp_client(mcp_url(stack), stack.agent_secret, tab.api_key) as other:
             await other.call_tool("enter_reading", {})
@@ -385,7 +385,7 @@ class OneToolCallStream(llm.LLMStream):
 
 
 async def test_a_livekit_agents_session_calls_the_tab_through_mcp(stack: Stack, tab: Tab) -> None:
-    # The session's phase is per key: move it to the spread first (LiveKit caches the tool list
+    # The session's mode is per key: move it to the spread first (LiveKit caches the tool list
     # it read at setup, so the agent starts with draw_card in it).
     async with mcp_client(mcp_url(stack), stack.agent_secret, tab.api_key) as client:
         await client.call_tool("enter_spread", {})

@@ -1,7 +1,7 @@
 //! What the relay knows of a key's tab beyond its lifecycle: the tools it declared it handles
 //! (`voice-agent:handles`), the tools its page defined, and the session mode the agent side
 //! last set. Read once, or waited for with the relay's long-poll (`after` a revision, bounded),
-//! and the mode written back so the tab can show the session's phase.
+//! and the mode written back so the tab can show the session's mode.
 
 use std::time::Duration;
 

@@ -62,11 +62,11 @@ pub fn ui_tool(tool: &Tool) -> OfferedTool {
 pub fn move_tool(step: Move<'_>, target: &Mode) -> OfferedTool {
     let description = match step {
         Move::Enter(_) => format!(
-            "Move the conversation to its {} phase. In that phase: {}",
+            "Move the conversation to its {} mode. In that mode: {}",
             target.id, target.instructions
         ),
         Move::Leave(from) => format!(
-            "Leave the {from} phase and return to the {} phase. In that phase: {}",
+            "Leave the {from} mode and return to the {} mode. In that mode: {}",
             target.id, target.instructions
         ),
     };

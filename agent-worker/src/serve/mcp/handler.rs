@@ -167,7 +167,7 @@ impl ServerHandler for Handler {
         ))
         .with_instructions(
             "UI tools for the user's screen in a voice session. The tools change with the \
-             conversation's phase (enter_<phase> tools move it); each failure comes back as a \
+             conversation's mode (enter_<mode> tools move it); each failure comes back as a \
              sentence you can say.",
         )
     }
@@ -179,7 +179,7 @@ impl ServerHandler for Handler {
     ) -> Result<InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
         let mut result = self.negotiate_initialize(&request)?;
-        // The session's current phase instructions, when the key is known (it always is past
+        // The session's current mode instructions, when the key is known (it always is past
         // the guard).
         if let Ok(key) = key_of(&context.extensions) {
             result.instructions = Some(self.state.worker.offer(&key).await.instructions);
