@@ -271,25 +271,30 @@ start_livekit() {
 }
 
 # Installs the npm packages (npm ci) of the Node agent library (agent-worker/node) and of the
-# Node reference agent (agent-worker/reference/node, which holds a copy of the built library)
-# when they are missing or stale, and builds each (dist/) when its sources are newer.
+# Node reference agent (agent-worker/reference/node, which holds a copy of the built library:
+# reinstalled when the library was rebuilt) when they are missing or stale, and builds each
+# (dist/) when its sources are newer.
 ensure_node_agent() {
   need node "Install Node.js 20 or newer."
   need npm "Install npm."
-  local pkg main
-  for pkg in "$ROOT/agent-worker/node" "$ROOT/agent-worker/reference/node"; do
-    main="$pkg/dist/index.js"
-    [[ -f "$pkg/src/agent.ts" ]] && main="$pkg/dist/agent.js"
-    if [[ ! -d "$pkg/node_modules" || "$pkg/package-lock.json" -nt "$pkg/node_modules/.package-lock.json" ||
-          "$ROOT/agent-worker/node/dist/index.js" -nt "$pkg/node_modules/.package-lock.json" ]]; then
-      say "installing the npm packages of ${pkg#"$ROOT"/} (npm ci)…"
-      (cd "$pkg" && npm ci --no-audit --no-fund >/dev/null) || die "npm ci failed in $pkg"
-    fi
-    if [[ ! -f "$main" || -n "$(find "$pkg/src" "$pkg/package.json" "$pkg/tsconfig.json" "$pkg/tsconfig.build.json" -newer "$main" -type f -print -quit 2>/dev/null)" ]]; then
-      say "building ${pkg#"$ROOT"/}…"
-      (cd "$pkg" && npm run -s build) || die "${pkg#"$ROOT"/} did not build"
-    fi
-  done
+  local lib="$ROOT/agent-worker/node" ref="$ROOT/agent-worker/reference/node"
+  node_package "$lib" "$lib/dist/index.js" "$lib/package-lock.json"
+  node_package "$ref" "$ref/dist/agent.js" "$lib/dist/index.js"
+}
+
+# node_package DIR BUILT STALE: npm ci in DIR unless its node_modules is newer than its lockfile
+# and than STALE; npm run build unless BUILT is newer than its sources.
+node_package() {
+  local pkg="$1" built="$2" stale="$3" name="${1#"$ROOT"/}"
+  if [[ ! -d "$pkg/node_modules" || "$pkg/package-lock.json" -nt "$pkg/node_modules/.package-lock.json" ||
+        "$stale" -nt "$pkg/node_modules/.package-lock.json" ]]; then
+    say "installing the npm packages of $name (npm ci)…"
+    (cd "$pkg" && npm ci --no-audit --no-fund >/dev/null) || die "npm ci failed in $pkg"
+  fi
+  if [[ ! -f "$built" || -n "$(find "$pkg/src" "$pkg/package.json" "$pkg/tsconfig.json" "$pkg/tsconfig.build.json" -newer "$built" -type f -print -quit 2>/dev/null)" ]]; then
+    say "building $name…"
+    (cd "$pkg" && npm run -s build) || die "$name did not build"
+  fi
 }
 
 # Starts a reference voice agent, the Python one (agent-worker/reference/python) or the Node one
