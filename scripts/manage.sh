@@ -270,35 +270,46 @@ start_livekit() {
   return 0
 }
 
-# Installs the Node agent package's npm packages (npm ci) when they are missing or stale, and
-# builds it (dist/) when its sources are newer.
+# Installs the npm packages (npm ci) of the Node agent library (agent-worker/node) and of the
+# Node reference agent (agent-worker/reference/node, which holds a copy of the built library:
+# reinstalled when the library was rebuilt) when they are missing or stale, and builds each
+# (dist/) when its sources are newer.
 ensure_node_agent() {
   need node "Install Node.js 20 or newer."
   need npm "Install npm."
-  local pkg="$ROOT/agent-worker/node"
-  if [[ ! -d "$pkg/node_modules" || "$pkg/package-lock.json" -nt "$pkg/node_modules/.package-lock.json" ]]; then
-    say "installing the Node agent package's dependencies (npm ci in agent-worker/node)…"
+  local lib="$ROOT/agent-worker/node" ref="$ROOT/agent-worker/reference/node"
+  node_package "$lib" "$lib/dist/index.js" "$lib/package-lock.json"
+  node_package "$ref" "$ref/dist/agent.js" "$lib/dist/index.js"
+}
+
+# node_package DIR BUILT STALE: npm ci in DIR unless its node_modules is newer than its lockfile
+# and than STALE; npm run build unless BUILT is newer than its sources.
+node_package() {
+  local pkg="$1" built="$2" stale="$3" name="${1#"$ROOT"/}"
+  if [[ ! -d "$pkg/node_modules" || "$pkg/package-lock.json" -nt "$pkg/node_modules/.package-lock.json" ||
+        "$stale" -nt "$pkg/node_modules/.package-lock.json" ]]; then
+    say "installing the npm packages of $name (npm ci)…"
     (cd "$pkg" && npm ci --no-audit --no-fund >/dev/null) || die "npm ci failed in $pkg"
   fi
-  if [[ ! -f "$pkg/dist/agent.js" || -n "$(find "$pkg/src" "$pkg/package.json" "$pkg/tsconfig.json" "$pkg/tsconfig.build.json" -newer "$pkg/dist/agent.js" -type f -print -quit 2>/dev/null)" ]]; then
-    say "building the Node agent package…"
-    (cd "$pkg" && npm run -s build) || die "the Node agent package did not build"
+  if [[ ! -f "$built" || -n "$(find "$pkg/src" "$pkg/package.json" "$pkg/tsconfig.json" "$pkg/tsconfig.build.json" -newer "$built" -type f -print -quit 2>/dev/null)" ]]; then
+    say "building $name…"
+    (cd "$pkg" && npm run -s build) || die "$name did not build"
   fi
 }
 
-# Starts a reference voice agent, the Python one (agent-worker/python) or the Node one
-# (agent-worker/node), with the model settings from .env; it refuses (and says what is missing)
-# when they are incomplete.
+# Starts a reference voice agent, the Python one (agent-worker/reference/python) or the Node one
+# (agent-worker/reference/node), with the model settings from .env; it refuses (and says what is
+# missing) when they are incomplete.
 start_agent() {
   local kind="${1:-python}" cmd readme
   if [[ "$kind" == node ]]; then
     ensure_node_agent
-    cmd=(node "$ROOT/agent-worker/node/dist/agent.js" start)
-    readme=agent-worker/node/README.md
+    cmd=(node "$ROOT/agent-worker/reference/node/dist/agent.js" start)
+    readme=agent-worker/reference/node/README.md
   else
     ensure_venv
-    cmd=("$VENV/bin/python" -m voice_relay_agent start)
-    readme=agent-worker/python/README.md
+    cmd=("$VENV/bin/python" "$ROOT/agent-worker/reference/python/agent.py" start)
+    readme=agent-worker/reference/python/README.md
   fi
   if livekit_local && ! pid_alive "$RUN_DIR/livekit.pid"; then
     say "agent: NOT STARTED: no LiveKit server runs here for it to join"
@@ -469,17 +480,18 @@ ensure_test_tools() {
   fi
 }
 
-# The project-local Python venv with the agent package (editable) and its pinned dependencies;
-# wheels are cached in $TOOLS_DIR/pip-cache. Reinstalled when pyproject.toml changes.
+# The project-local Python venv with the agent library and the reference agent (both editable)
+# and their pinned dependencies; wheels are cached in $TOOLS_DIR/pip-cache. Reinstalled when a
+# pyproject.toml changes.
 ensure_venv() {
   need python3 "Install Python 3.11 or newer."
-  local pkg="$ROOT/agent-worker/python"
+  local pkg="$ROOT/agent-worker/python" ref="$ROOT/agent-worker/reference/python"
   if [[ ! -x "$VENV/bin/python" ]]; then
     python3 -m venv "$VENV" || die "cannot make a venv at $VENV (apt-get install -y python3-venv)"
   fi
-  if [[ ! -f "$VENV/.installed" || "$pkg/pyproject.toml" -nt "$VENV/.installed" ]]; then
-    say "installing the Python agent package and its pinned dependencies into $VENV…"
-    "$VENV/bin/pip" install -q --disable-pip-version-check --cache-dir "$TOOLS_DIR/pip-cache" -e "$pkg[dev,mcp]"
+  if [[ ! -f "$VENV/.installed" || "$pkg/pyproject.toml" -nt "$VENV/.installed" || "$ref/pyproject.toml" -nt "$VENV/.installed" ]]; then
+    say "installing the Python agent library, the reference agent and their pinned dependencies into $VENV…"
+    "$VENV/bin/pip" install -q --disable-pip-version-check --cache-dir "$TOOLS_DIR/pip-cache" -e "$pkg[dev,mcp]" -e "$ref[dev]"
     touch "$VENV/.installed"
   fi
 }
@@ -517,9 +529,12 @@ cmd_test() {
       grep -vE '^(\.cargo_vcs_info\.json|Cargo\.lock|Cargo\.toml(\.orig)?|README\.md|(src|tests|examples)/.*\.rs|catalog/[a-z0-9_-]+\.json)$' || true)"
     [[ -z "$stray" ]] || die "cargo package of $crate would ship stray files: $stray"
   done
-  say "== python: lint and type check of the agent package (ruff, mypy)"
+  say "== python: lint and type check of the agent library and the reference agent (ruff, mypy)"
   ensure_venv
-  (cd "$ROOT/agent-worker/python" && "$VENV/bin/ruff" check . && "$VENV/bin/ruff" format --check . && "$VENV/bin/mypy")
+  local pydir
+  for pydir in agent-worker/python agent-worker/reference/python; do
+    (cd "$ROOT/$pydir" && "$VENV/bin/ruff" check . && "$VENV/bin/ruff" format --check . && "$VENV/bin/mypy")
+  done
   say "== web: type check and build"
   build_web
   (cd "$ROOT/web" && npx --no-install tsc --noEmit -p . && node build.mjs)
@@ -529,12 +544,15 @@ cmd_test() {
   rm -rf "$ROOT/test-logs"
   mkdir -p "$ROOT/test-logs"
   local rc=0
-  say "== python tests (the agent package; against the real worker and relay binaries)"
+  say "== python tests (the agent library, against the real worker and relay binaries; the reference agent)"
   (cd "$ROOT/agent-worker/python" && RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" \
-    TEST_LOG_DIR="$ROOT/test-logs" "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests) 2>&1 | tee "$out/py.txt" || rc=$?
-  say "== node agent package (agent-worker/node: type check, lint, tests against the real worker and relay)"
+    TEST_LOG_DIR="$ROOT/test-logs" "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests &&
+    cd "$ROOT/agent-worker/reference/python" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests) 2>&1 | tee "$out/py.txt" || rc=$?
+  say "== node agent library (agent-worker/node: type check, lint, tests against the real worker and relay) and reference agent"
   (cd "$ROOT/agent-worker/node" && npm ci --no-audit --no-fund >/dev/null && npm run -s build && npm run -s typecheck &&
     npm run -s lint && RELAY_BIN="$ROOT/target/debug/relay" WORKER_BIN="$ROOT/target/debug/agent-worker" \
+    node --test --test-concurrency=1 --test-reporter=spec test/ &&
+    cd "$ROOT/agent-worker/reference/node" && npm ci --no-audit --no-fund >/dev/null && npm run -s build && npm run -s typecheck &&
     node --test --test-concurrency=1 --test-reporter=spec test/) 2>&1 | tee "$out/nodeagent.txt" || rc=1
   say "== protocol tests (relay and agent-worker binaries, tabs played by the official socket.io-client)"
   say "== browser tests (the demo page in Chromium; screenshots in test-logs/screenshots)"
@@ -570,9 +588,9 @@ cmd_test() {
   local cp cf np nf pp pf f
   cp=$({ grep -oE '^test result: [a-zA-Z]+\. [0-9]+ passed' "$out/cargo.txt" || true; } | awk '{s+=$4} END {print s+0}')
   cf=$({ grep -oE '[0-9]+ failed' "$out/cargo.txt" || true; } | awk '{s+=$1} END {print s+0}')
-  # pytest's closing line: "N passed[, M failed][, …] in Xs".
-  pp=$(tail -n 1 "$out/py.txt" | { grep -oE '[0-9]+ passed' || true; } | awk '{s+=$1} END {print s+0}')
-  pf=$(tail -n 1 "$out/py.txt" | { grep -oE '[0-9]+ (failed|error|errors)' || true; } | awk '{s+=$1} END {print s+0}')
+  # pytest's closing lines (one per package): "N passed[, M failed][, …] in Xs".
+  pp=$({ grep -E '^[0-9]+ [a-z]+.* in [0-9.]+s' "$out/py.txt" || true; } | { grep -oE '[0-9]+ passed' || true; } | awk '{s+=$1} END {print s+0}')
+  pf=$({ grep -E '^[0-9]+ [a-z]+.* in [0-9.]+s' "$out/py.txt" || true; } | { grep -oE '[0-9]+ (failed|error|errors)' || true; } | awk '{s+=$1} END {print s+0}')
   ((pp + pf > 0)) || pf=$((pf + 1))
   np=$(cat "$out"/{nodeagent,node,voice,mcp,api,soak,ops}.txt | { grep -oE '^ℹ pass [0-9]+' || true; } | awk '{s+=$3} END {print s+0}')
   nf=$(cat "$out"/{nodeagent,node,voice,mcp,api,soak,ops}.txt | { grep -oE '^ℹ fail [0-9]+' || true; } | awk '{s+=$3} END {print s+0}')

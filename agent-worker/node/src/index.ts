@@ -2,5 +2,4 @@ export * from './errors.js';
 export * from './keys.js';
 export * from './client.js';
 export * from './tools.js';
-export * from './config.js';
 export * from './session.js';

@@ -1,6 +1,6 @@
 """The voice agent with a SCRIPTED LLM, for end-to-end tests. Not an AI.
 
-This runs the package's own agent (``voice_relay_agent.agent.run_session``: key from the
+This runs the reference agent (``agent.run_session``, reference/python/agent.py: key from the
 user's metadata, tools and modes from the agent worker, calls through the worker to the
 tab) with two substitutions:
 
@@ -61,9 +61,10 @@ from livekit.agents import (
     llm,
 )
 
-from voice_relay_agent import agent, config
+import agent  # the reference agent: agent-worker/reference/python
+import config
+from espeak_tts import EspeakTTS
 from voice_relay_agent.client import CallOutcome
-from voice_relay_agent.espeak import EspeakTTS
 
 logger = logging.getLogger("voice_relay_agent.scripted")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -25,6 +27,28 @@ def test_every_code_has_its_error_type() -> None:
     assert isinstance(c.error_from("tab_offline", "x"), c.TabOffline)
     assert isinstance(c.error_from("timeout", "x"), c.CallTimeout)
     assert isinstance(c.error_from("tool_not_allowed", "x"), c.ToolNotAllowed)
+
+
+def test_the_client_needs_no_livekit() -> None:
+    """The client, its errors and the key checks import with ``livekit`` unavailable (the
+    package's core dependency is httpx; LiveKit is the ``livekit`` extra, for the tools)."""
+    probe = (
+        "import sys; sys.modules['livekit'] = None\n"
+        "from voice_relay_agent import client, errors, keys\n"
+        f"assert keys.key_from_metadata('{{\"apiKey\": \"{KEY}\"}}') == '{KEY}'\n"
+        "assert client.TabOffline is errors.TabOffline\n"
+        "try:\n    import voice_relay_agent.tools\n"
+        "except ImportError:\n    print('tools need livekit')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={"PYTHONPATH": ":".join(p for p in sys.path if p)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "tools need livekit"
 
 
 def test_call_answers() -> None:

@@ -24,6 +24,8 @@ const pages = [
   'web/package/README.md',
   'agent-worker/python/README.md',
   'agent-worker/node/README.md',
+  'agent-worker/reference/python/README.md',
+  'agent-worker/reference/node/README.md',
 ].filter((p) => existsSync(join(root, p)));
 // The pages this repository's own docs are written in: no links out of the repository there.
 const ownPages = new Set(['README.md', ...docsPages]);

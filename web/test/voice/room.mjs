@@ -40,7 +40,11 @@ const AGENTS = {
     // Its scripted LLM answers a typed turn too.
     answersText: true,
     ready: () => assert.ok(existsSync(python), `no Python venv at ${python}: scripts/manage.sh test makes it`),
-    command: () => [python, [join(repoRoot, 'agent-worker/python/tests/scripted_agent.py'), 'start'], { AGENT_TTS: 'espeak' }],
+    // The reference agent (agent-worker/reference/python) and the library of this checkout.
+    command: () => [python, [join(repoRoot, 'agent-worker/python/tests/scripted_agent.py'), 'start'], {
+      AGENT_TTS: 'espeak',
+      PYTHONPATH: [join(repoRoot, 'agent-worker/reference/python'), join(repoRoot, 'agent-worker/python/src')].join(':'),
+    }],
   },
   node: {
     label: ' (Node agent)',

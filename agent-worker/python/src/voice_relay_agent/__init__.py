@@ -1,11 +1,12 @@
-"""The reference voice agent for LiveKit Agents: the relay's UI tools in a voice session.
+"""The agent worker's UI tools for LiveKit Agents (Python).
 
 - :mod:`voice_relay_agent.client`: typed async client of the agent worker's agent API;
+- :mod:`voice_relay_agent.errors`: its typed errors, one class per error code;
 - :mod:`voice_relay_agent.tools`: the worker's tools as LiveKit function tools, by mode;
-- :mod:`voice_relay_agent.agent`: the agent, the job entrypoint and the ``AgentServer``;
-- :mod:`voice_relay_agent.espeak`: a local TTS that runs ``espeak-ng``;
-- :mod:`voice_relay_agent.keys`: the tab's key in participant metadata, fingerprints;
-- :mod:`voice_relay_agent.config`: settings from the environment.
+- :mod:`voice_relay_agent.agent`: the LiveKit ``Agent`` whose tools follow the mode;
+- :mod:`voice_relay_agent.keys`: the tab's key in participant metadata, fingerprints.
+
+The reference voice agent built on it is ``agent-worker/reference/python/``.
 """
 
 __version__ = "0.1.0"

@@ -12,8 +12,12 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from livekit import rtc
+if TYPE_CHECKING:
+    # The participant helpers need the ``livekit`` package (the ``livekit`` extra); the key
+    # checks and fingerprints above them do not, so the client imports this module without it.
+    from livekit import rtc
 
 _KEY_RE = re.compile(r"va_[0-9a-f]{64}")
 
@@ -44,6 +48,8 @@ def key_from_metadata(metadata: str | None) -> str | None:
 
 def key_of_participant(participant: rtc.Participant) -> str | None:
     """The key of a user participant; ``None`` for agents, the local participant or no key."""
+    from livekit import rtc
+
     if not isinstance(participant, rtc.RemoteParticipant):
         return None
     if participant.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT:
@@ -55,6 +61,8 @@ def first_keyed(
     participants: Iterable[rtc.Participant],
 ) -> tuple[rtc.RemoteParticipant, str] | None:
     """The first remote, non-agent participant that carries a valid key, with that key."""
+    from livekit import rtc
+
     for participant in participants:
         key = key_of_participant(participant)
         if key is not None and isinstance(participant, rtc.RemoteParticipant):

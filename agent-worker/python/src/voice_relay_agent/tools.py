@@ -27,7 +27,8 @@ from typing import Any, Protocol
 from livekit.agents import llm
 from livekit.agents.llm import ToolError, function_tool
 
-from .client import CallOutcome, ToolOffer, ToolSpec, WorkerClient, WorkerError
+from .client import CallOutcome, ToolOffer, ToolSpec, WorkerClient
+from .errors import WorkerError
 
 logger = logging.getLogger("voice_relay_agent.tools")
 

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { ConfigError, loadConfig } from '../dist/index.js';
+import { ConfigError, loadConfig } from '../dist/config.js';
 
 const agent = fileURLToPath(new URL('../dist/agent.js', import.meta.url));
 

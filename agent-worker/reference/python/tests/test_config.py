@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from voice_relay_agent import config
-from voice_relay_agent.agent import EXIT_CONFIG
+import agent
+import config
+
+AGENT = Path(__file__).resolve().parents[1] / "agent.py"
 
 SECRET = "as-0123456789abcdef0123"
 
@@ -113,9 +116,14 @@ def test_livekit_settings_or_flags() -> None:
 
 
 def run_agent(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
+    base = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        # The modules these tests import (this checkout's), not whatever the venv installed.
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+    }
     return subprocess.run(
-        [sys.executable, "-m", "voice_relay_agent", *args],
+        [sys.executable, str(AGENT), *args],
         env={**base, **env},
         capture_output=True,
         text=True,
@@ -125,7 +133,7 @@ def run_agent(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 def test_start_without_configuration_exits_with_the_reasons() -> None:
     done = run_agent("start")
-    assert done.returncode == EXIT_CONFIG
+    assert done.returncode == agent.EXIT_CONFIG
     lines = done.stderr.strip().splitlines()
     assert lines[0].startswith("voice-relay-agent: RELAY_AGENT_SECRET is not set")
     assert lines[1].startswith("voice-relay-agent: no LLM:")
@@ -134,7 +142,7 @@ def test_start_without_configuration_exits_with_the_reasons() -> None:
 
 def test_start_without_livekit_names_each_variable() -> None:
     done = run_agent("start", RELAY_AGENT_SECRET=SECRET, OPENAI_API_KEY="sk-test")
-    assert done.returncode == EXIT_CONFIG
+    assert done.returncode == agent.EXIT_CONFIG
     for name in ("LIVEKIT_URL", "LIVEKIT_API_KEY", "LIVEKIT_API_SECRET"):
         assert f"voice-relay-agent: {name} is not set" in done.stderr
     assert "sk-test" not in done.stderr and SECRET not in done.stderr

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { ServerOptions, cli, defineAgent, type JobContext } from '@livekit/agents';
 import * as openai from '@livekit/agents-plugin-openai';
 import { ConfigError, EXIT_CONFIG, describeEndpoint, livekitProblems, loadConfig, type Settings } from './config.js';
-import { runSession, type Pipeline } from './session.js';
+import { runSession, type Pipeline } from '@voice-relay/agent';
 
 const RUN_COMMANDS = ['start', 'dev', 'connect'];
 

@@ -1,4 +1,4 @@
-"""Configuration from the environment, checked as a whole before the agent starts.
+"""The reference agent's configuration from the environment, checked as a whole before it starts.
 
 :func:`load` returns the settings and one line per piece that is not configured (what the
 agent cannot do without it), or raises :class:`ConfigError` listing every problem that

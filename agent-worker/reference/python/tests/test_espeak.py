@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from voice_relay_agent.espeak import (
+from espeak_tts import (
     ESPEAK_SAMPLE_RATE,
     EspeakTTS,
     WavStreamError,

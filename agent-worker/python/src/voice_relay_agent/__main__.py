@@ -1,4 +1,0 @@
-from .app import main
-
-if __name__ == "__main__":
-    main()
