@@ -1,5 +1,5 @@
 // The framework-free cores behind the voice UI hooks and the demo's conversation panel
-// (web/src/react/{transcript,chat,push-to-talk,availability,leave}.ts), compiled with esbuild and
+// (web/client/src/{transcript,chat,push-to-talk,availability,leave}.ts), compiled with esbuild and
 // run in Node. THE ONE FAKE: a small object stands in for livekit-client's Room (its text stream
 // handler registry, its event emitter, the local participant's sendText / setMicrophoneEnabled /
 // performRpc) and feeds the events LiveKit would deliver; the cores' own code is the real one.
@@ -13,7 +13,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const src = join(here, '../../src/react');
+const src = join(here, '../../client/src');
 let out;
 let T; // transcript.ts
 let C; // chat.ts

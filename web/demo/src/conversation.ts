@@ -1,15 +1,19 @@
 // The conversation panel of the demo page, on the same framework-free cores the React hooks use
-// (web/src/react/{transcript,chat,push-to-talk,availability}.ts): the transcript (a toggle
+// (@voice-relay/client/voice: transcript, chat, push-to-talk, availability): the transcript (a toggle
 // with aria-expanded, a role=log live region), text chat to the agent, push-to-talk (a button
 // with aria-pressed, Space held while the focus is not in a text field or on another control),
 // and, when voice cannot work here, "Switch to text" with the reason. Transcript text is put in
 // the page only as textContent.
 
 import type { Room } from 'livekit-client';
-import { browserVoiceProblem, voiceAvailability } from '../react/availability';
-import { TextChat } from '../react/chat';
-import { PushToTalk } from '../react/push-to-talk';
-import { type TranscriptSegment, TranscriptStore } from '../react/transcript';
+import {
+  PushToTalk,
+  TextChat,
+  type TranscriptSegment,
+  TranscriptStore,
+  browserVoiceProblem,
+  voiceAvailability,
+} from '@voice-relay/client/voice';
 
 export interface ConversationElements {
   unavailable: HTMLElement;

@@ -1,7 +1,7 @@
 // The demo page: the UI tools an agent drives through the relay. Tool parameters are only ever
 // put in the page as text (textContent), never as HTML.
 
-import { type CallMeta, ToolError, VoiceRelayClient, type ConnectionState } from '../client';
+import { type CallMeta, ToolError, VoiceRelayClient, type ConnectionState } from '@voice-relay/client';
 import { type Card, DECK, cardById, shuffled } from './deck';
 import { suitSymbol } from './suits';
 import { Conversation } from './conversation';
