@@ -2,6 +2,7 @@
 // put in the page as text (textContent), never as HTML.
 
 import { type CallMeta, ToolError, VoiceRelayClient, type ConnectionState } from '@voice-relay/client';
+import { browserVoiceProblem, confirmLeave } from '@voice-relay/client/voice';
 import { type Card, DECK, cardById, shuffled } from './deck';
 import { suitSymbol } from './suits';
 import { Conversation } from './conversation';
@@ -21,6 +22,11 @@ const ui = {
   voiceRetry: $<HTMLButtonElement>('voice-retry'),
   remoteAudio: $('remote-audio'),
   headset: $<HTMLButtonElement>('headset'),
+  startText: $<HTMLButtonElement>('start-text'),
+  back: $<HTMLButtonElement>('back'),
+  startTitle: $('start-title'),
+  voiceChoiceReason: $('voice-choice-reason'),
+  session: $('session'),
   hint: $('hint'),
   loading: $('loading'),
   cassette: $<HTMLButtonElement>('cassette'),
@@ -123,8 +129,39 @@ const voice = new Voice(
   { room: (room) => conversation.setRoom(room), failed: (reason) => conversation.voiceFailed(reason) },
 );
 
-async function startSession(): Promise<void> {
+type SessionKind = 'voice' | 'text';
+let kind: SessionKind = 'voice';
+
+const FIRST_SCREEN_TITLE = 'How would you like to talk to the agent?';
+const FIRST_SCREEN_HINT = 'Voice: press the headset button or Ctrl/⌘+K. Or choose text chat to type to the agent.';
+
+/** The first screen (no session: voice or text chat) or the session's panels. */
+function showScreen(inSession: boolean): void {
+  ui.session.hidden = !inSession;
+  ui.startText.hidden = inSession;
+  ui.back.hidden = !inSession;
+  ui.headset.setAttribute('aria-pressed', String(inSession));
+  ui.headset.setAttribute('aria-label', inSession ? 'End session (Ctrl+K)' : 'Start voice session (Ctrl+K)');
+  ui.startTitle.textContent = inSession ? (kind === 'voice' ? 'Voice session' : 'Text chat') : FIRST_SCREEN_TITLE;
+  ui.voiceChoiceReason.hidden = inSession || !voiceProblem;
+}
+
+// Where voice cannot work (no WebRTC, no microphone API, not a secure context), the first
+// screen says why and leaves text chat; the voice button stays focusable, its reason attached.
+const voiceProblem = browserVoiceProblem();
+if (voiceProblem) {
+  ui.voiceChoiceReason.textContent = `${voiceProblem} Choose text chat to type to the agent.`;
+  ui.headset.setAttribute('aria-disabled', 'true');
+}
+
+async function startSession(as: SessionKind): Promise<void> {
   if (client) return;
+  if (as === 'voice' && voiceProblem) {
+    announce(`${voiceProblem} Choose text chat instead.`);
+    ui.startText.focus();
+    return;
+  }
+  kind = as;
   const c = new VoiceRelayClient({ participantName: 'Demo visitor' });
   client = c;
   registerTools(c);
@@ -144,9 +181,9 @@ async function startSession(): Promise<void> {
   });
   // Still inside the user's click or key press: audio may start.
   voice.prepare();
-  ui.headset.setAttribute('aria-pressed', 'true');
-  ui.headset.setAttribute('aria-label', 'End voice session (Ctrl+K)');
-  ui.hint.textContent = 'Session active. Press again (or Ctrl/⌘+K) to end it.';
+  showScreen(true);
+  ui.hint.textContent = 'Session active. The headset button (or Ctrl/⌘+K) ends it; Back asks first.';
+  if (as === 'text') conversation.openText();
   try {
     const token = await c.start();
     ui.devIdentity.textContent = token.identity;
@@ -156,7 +193,7 @@ async function startSession(): Promise<void> {
     conversation.joinForText = () => {
       if (client === c) void voice.start(token.url, token.token, { microphone: false });
     };
-    void voice.start(token.url, token.token);
+    if (client === c) void voice.start(token.url, token.token, { microphone: as === 'voice' });
   } catch (err) {
     ui.hint.textContent = `Could not start: ${(err as Error).message}`;
     endSession(true);
@@ -167,30 +204,57 @@ function endSession(stopClient: boolean): void {
   if (stopClient) client?.stop();
   client = null;
   voice.stop();
-  ui.headset.setAttribute('aria-pressed', 'false');
-  ui.headset.setAttribute('aria-label', 'Start voice session (Ctrl+K)');
+  conversation.reset();
+  showScreen(false);
   closePicker();
 }
 
+const active = () => !!client && client.state !== 'revoked' && client.state !== 'error';
+
+function stopSession(): void {
+  endSession(true);
+  ui.connection.dataset.state = 'stopped';
+  ui.connection.textContent = STATE_TEXT.stopped;
+}
+
 function toggleSession(): void {
-  if (client && client.state !== 'revoked' && client.state !== 'error') {
-    endSession(true);
-    ui.hint.textContent = 'Session ended. Press the headset button or Ctrl/⌘+K to start again.';
-    ui.connection.dataset.state = 'stopped';
-    ui.connection.textContent = STATE_TEXT.stopped;
+  if (active()) {
+    stopSession();
+    ui.hint.textContent = `Session ended. ${FIRST_SCREEN_HINT}`;
   } else {
     client = null;
-    void startSession();
+    void startSession('voice');
   }
 }
 
+/** Back: while a session runs, asks first (focus on Stay, Escape stays); Leave ends it. */
+async function back(): Promise<void> {
+  if (active()) {
+    const what = kind === 'voice' ? 'A voice session' : 'A text chat';
+    const leave = await confirmLeave({ message: `${what} with the agent is running. Leave and end it?` });
+    if (!leave) return;
+    stopSession();
+  } else {
+    endSession(true);
+  }
+  ui.hint.textContent = FIRST_SCREEN_HINT;
+  ui.startTitle.focus();
+  announce('Session ended. Choose voice or text chat to start again.');
+}
+
 ui.headset.addEventListener('click', toggleSession);
+ui.startText.addEventListener('click', () => {
+  client = null;
+  void startSession('text');
+});
+ui.back.addEventListener('click', () => void back());
 document.addEventListener('keydown', (e) => {
   if ((e.ctrlKey || e.metaKey) && !e.altKey && e.key.toLowerCase() === 'k') {
     e.preventDefault();
     toggleSession();
   }
 });
+showScreen(false);
 
 // ---- popover ----------------------------------------------------------------------------------
 
