@@ -22,6 +22,7 @@ const ui = {
   voiceRetry: $<HTMLButtonElement>('voice-retry'),
   remoteAudio: $('remote-audio'),
   headset: $<HTMLButtonElement>('headset'),
+  headsetCaption: $('headset-caption'),
   startText: $<HTMLButtonElement>('start-text'),
   back: $<HTMLButtonElement>('back'),
   startTitle: $('start-title'),
@@ -142,6 +143,7 @@ function showScreen(inSession: boolean): void {
   ui.back.hidden = !inSession;
   ui.headset.setAttribute('aria-pressed', String(inSession));
   ui.headset.setAttribute('aria-label', inSession ? 'End session (Ctrl+K)' : 'Start voice session (Ctrl+K)');
+  ui.headsetCaption.textContent = inSession ? 'End' : 'Voice';
   ui.startTitle.textContent = inSession ? (kind === 'voice' ? 'Voice session' : 'Text chat') : FIRST_SCREEN_TITLE;
   ui.voiceChoiceReason.hidden = inSession || !voiceProblem;
 }
