@@ -1,85 +1,16 @@
 // The demo page: the UI tools an agent drives through the relay. Tool parameters are only ever
-// put in the page as text (textContent), never as HTML.
+// put in the page as text (textContent), never as HTML. Sessions (the first screen, voice or
+// text chat, leaving) are session.ts's.
 
-import { type CallMeta, ToolError, VoiceRelayClient, type ConnectionState } from '@voice-relay/client';
-import { browserVoiceProblem, confirmLeave } from '@voice-relay/client/voice';
+import { type CallMeta, ToolError, type VoiceRelayClient } from '@voice-relay/client';
 import { type Card, DECK, cardById, shuffled } from './deck';
+import { setUpSessions } from './session';
 import { suitSymbol } from './suits';
-import { Conversation } from './conversation';
-import { Voice } from './voice';
-
-const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
-
-const ui = {
-  connection: $('connection'),
-  voice: $('voice'),
-  quality: $('quality'),
-  participants: $('participants'),
-  participantsEmpty: $('participants-empty'),
-  micLevel: $('mic-level'),
-  agentLevel: $('agent-level'),
-  startAudio: $<HTMLButtonElement>('start-audio'),
-  voiceRetry: $<HTMLButtonElement>('voice-retry'),
-  remoteAudio: $('remote-audio'),
-  headset: $<HTMLButtonElement>('headset'),
-  headsetCaption: $('headset-caption'),
-  startText: $<HTMLButtonElement>('start-text'),
-  back: $<HTMLButtonElement>('back'),
-  startTitle: $('start-title'),
-  voiceChoiceReason: $('voice-choice-reason'),
-  session: $('session'),
-  hint: $('hint'),
-  loading: $('loading'),
-  cassette: $<HTMLButtonElement>('cassette'),
-  cassetteLabel: $('cassette-label'),
-  slotEmpty: $('slot-empty'),
-  cassetteModal: $<HTMLDialogElement>('cassette-modal'),
-  cassetteTitle: $('cassette-title'),
-  cassetteContent: $('cassette-content'),
-  spreadList: $('spread-list'),
-  spreadEmpty: $('spread-empty'),
-  display: $('display'),
-  displayCard: $('display-card'),
-  displayCaption: $('display-caption'),
-  popover: $('popover'),
-  picker: $<HTMLDialogElement>('picker'),
-  pickerTitle: $('picker-title'),
-  pickerRole: $('picker-role'),
-  pickerDeck: $('picker-deck'),
-  pickerReveal: $('picker-reveal'),
-  announcer: $('announcer'),
-  devIdentity: $('dev-identity'),
-  devRoom: $('dev-room'),
-  devKey: $('dev-key'),
-  mode: $('mode'),
-  notesList: $('notes-list'),
-  notesEmpty: $('notes-empty'),
-  unavailable: $('voice-unavailable'),
-  unavailableReason: $('voice-unavailable-reason'),
-  switchToText: $<HTMLButtonElement>('switch-to-text'),
-  pttMode: $<HTMLInputElement>('ptt-mode'),
-  ptt: $<HTMLButtonElement>('ptt'),
-  transcriptToggle: $<HTMLButtonElement>('transcript-toggle'),
-  transcript: $('transcript'),
-  transcriptList: $('transcript-list'),
-  transcriptEmpty: $('transcript-empty'),
-  chatForm: $<HTMLFormElement>('chat-form'),
-  chatInput: $<HTMLInputElement>('chat-input'),
-  chatSend: $<HTMLButtonElement>('chat-send'),
-  chatStatus: $('chat-status'),
-};
+import { announce, ui } from './ui';
 
 const POPOVER_MS = 5000;
 const REVEAL_MS = 900;
 const SHOW_MS = 600;
-
-function announce(text: string): void {
-  // Clearing first makes a repeated message announced again.
-  ui.announcer.textContent = '';
-  requestAnimationFrame(() => {
-    ui.announcer.textContent = text;
-  });
-}
 
 const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve, reject) => {
@@ -94,169 +25,6 @@ function str(v: unknown, field: string, max = 4000): string {
   if (typeof v !== 'string') throw new ToolError('invalid_arguments', `${field} must be a string`);
   return v.slice(0, max);
 }
-
-// ---- connection and voice ---------------------------------------------------------------------
-
-const STATE_TEXT: Record<ConnectionState, string> = {
-  idle: 'Not connected',
-  'fetching-token': 'Getting a token…',
-  connecting: 'Connecting…',
-  bound: 'Connected',
-  reconnecting: 'Reconnecting…',
-  revoked: 'Session ended',
-  stopped: 'Not connected',
-  error: 'Connection failed',
-};
-
-let client: VoiceRelayClient | null = null;
-
-// The transcript, text chat, push-to-talk and the offer of text when voice cannot work.
-const conversation = new Conversation(ui, announce);
-
-// Voice is independent of the relay: whatever happens to it, the tools keep working.
-const voice = new Voice(
-  {
-    pill: ui.voice,
-    quality: ui.quality,
-    participants: ui.participants,
-    participantsEmpty: ui.participantsEmpty,
-    micMeter: ui.micLevel,
-    agentMeter: ui.agentLevel,
-    startAudio: ui.startAudio,
-    retry: ui.voiceRetry,
-    audioSink: ui.remoteAudio,
-  },
-  announce,
-  { room: (room) => conversation.setRoom(room), failed: (reason) => conversation.voiceFailed(reason) },
-);
-
-type SessionKind = 'voice' | 'text';
-let kind: SessionKind = 'voice';
-
-const FIRST_SCREEN_TITLE = 'How would you like to talk to the agent?';
-const FIRST_SCREEN_HINT = 'Voice: press the headset button or Ctrl/⌘+K. Or choose text chat to type to the agent.';
-
-/** The first screen (no session: voice or text chat) or the session's panels. */
-function showScreen(inSession: boolean): void {
-  ui.session.hidden = !inSession;
-  ui.startText.hidden = inSession;
-  ui.back.hidden = !inSession;
-  ui.headset.setAttribute('aria-pressed', String(inSession));
-  ui.headset.setAttribute('aria-label', inSession ? 'End session (Ctrl+K)' : 'Start voice session (Ctrl+K)');
-  ui.headsetCaption.textContent = inSession ? 'End' : 'Voice';
-  ui.startTitle.textContent = inSession ? (kind === 'voice' ? 'Voice session' : 'Text chat') : FIRST_SCREEN_TITLE;
-  ui.voiceChoiceReason.hidden = inSession || !voiceProblem;
-}
-
-// Where voice cannot work (no WebRTC, no microphone API, not a secure context), the first
-// screen says why and leaves text chat; the voice button stays focusable, its reason attached.
-const voiceProblem = browserVoiceProblem();
-if (voiceProblem) {
-  ui.voiceChoiceReason.textContent = `${voiceProblem} Choose text chat to type to the agent.`;
-  ui.headset.setAttribute('aria-disabled', 'true');
-}
-
-async function startSession(as: SessionKind): Promise<void> {
-  if (client) return;
-  if (as === 'voice' && voiceProblem) {
-    announce(`${voiceProblem} Choose text chat instead.`);
-    ui.startText.focus();
-    return;
-  }
-  kind = as;
-  const c = new VoiceRelayClient({ participantName: 'Demo visitor' });
-  client = c;
-  registerTools(c);
-  c.on('state', (state, detail) => {
-    ui.connection.dataset.state = state;
-    ui.connection.textContent = STATE_TEXT[state] + (state === 'error' && detail ? `: ${detail}` : '');
-    if (state === 'bound') announce('Connected to the agent relay');
-    if (state === 'revoked') {
-      announce('The session ended');
-      endSession(false);
-    }
-  });
-  c.on('cancel', () => announce('The agent cancelled the request'));
-  c.on('mode', (mode) => {
-    ui.mode.dataset.mode = mode;
-    ui.mode.textContent = `Phase: ${mode}`;
-  });
-  // Still inside the user's click or key press: audio may start.
-  voice.prepare();
-  showScreen(true);
-  ui.hint.textContent = 'Session active. The headset button (or Ctrl/⌘+K) ends it; Back asks first.';
-  if (as === 'text') conversation.openText();
-  try {
-    const token = await c.start();
-    ui.devIdentity.textContent = token.identity;
-    ui.devRoom.textContent = token.roomName;
-    ui.devKey.textContent = token.apiKey;
-    // "Switch to text" joins the same room without a microphone when voice could not.
-    conversation.joinForText = () => {
-      if (client === c) void voice.start(token.url, token.token, { microphone: false });
-    };
-    if (client === c) void voice.start(token.url, token.token, { microphone: as === 'voice' });
-  } catch (err) {
-    ui.hint.textContent = `Could not start: ${(err as Error).message}`;
-    endSession(true);
-  }
-}
-
-function endSession(stopClient: boolean): void {
-  if (stopClient) client?.stop();
-  client = null;
-  voice.stop();
-  conversation.reset();
-  showScreen(false);
-  closePicker();
-}
-
-const active = () => !!client && client.state !== 'revoked' && client.state !== 'error';
-
-function stopSession(): void {
-  endSession(true);
-  ui.connection.dataset.state = 'stopped';
-  ui.connection.textContent = STATE_TEXT.stopped;
-}
-
-function toggleSession(): void {
-  if (active()) {
-    stopSession();
-    ui.hint.textContent = `Session ended. ${FIRST_SCREEN_HINT}`;
-  } else {
-    client = null;
-    void startSession('voice');
-  }
-}
-
-/** Back: while a session runs, asks first (focus on Stay, Escape stays); Leave ends it. */
-async function back(): Promise<void> {
-  if (active()) {
-    const what = kind === 'voice' ? 'A voice session' : 'A text chat';
-    const leave = await confirmLeave({ message: `${what} with the agent is running. Leave and end it?` });
-    if (!leave) return;
-    stopSession();
-  } else {
-    endSession(true);
-  }
-  ui.hint.textContent = FIRST_SCREEN_HINT;
-  ui.startTitle.focus();
-  announce('Session ended. Choose voice or text chat to start again.');
-}
-
-ui.headset.addEventListener('click', toggleSession);
-ui.startText.addEventListener('click', () => {
-  client = null;
-  void startSession('text');
-});
-ui.back.addEventListener('click', () => void back());
-document.addEventListener('keydown', (e) => {
-  if ((e.ctrlKey || e.metaKey) && !e.altKey && e.key.toLowerCase() === 'k') {
-    e.preventDefault();
-    toggleSession();
-  }
-});
-showScreen(false);
 
 // ---- popover ----------------------------------------------------------------------------------
 
@@ -535,3 +303,4 @@ function registerTools(c: VoiceRelayClient): void {
 }
 
 renderSpread();
+setUpSessions({ registerTools, ended: closePicker });
