@@ -17,7 +17,7 @@ export { TranscriptStore, TRANSCRIPTION_TOPIC } from './transcript.js';
 export type { Speaker, TranscriptOptions, TranscriptSegment, TranscriptSource } from './transcript.js';
 export { CHAT_TOPIC, TextChat } from './chat.js';
 export type { ChatOptions, ChatSnapshot, ChatState } from './chat.js';
-export { PushToTalk, TALK_BUTTON_ATTRIBUTE, keyBelongsTo } from './push-to-talk.js';
+export { PushToTalk, RPC_UNSUPPORTED_METHOD, TALK_BUTTON_ATTRIBUTE, keyBelongsTo } from './push-to-talk.js';
 export type { PushToTalkOptions, PushToTalkRoom, PushToTalkSnapshot } from './push-to-talk.js';
 export { browserVoiceProblem, voiceAvailability } from './availability.js';
 export type { VoiceAvailability } from './availability.js';
