@@ -441,7 +441,7 @@ cmd_check() {
 
 build_web() {
   web_deps
-  if [[ ! -f "$ROOT/web/dist/index.html" || -n "$(find "$ROOT/web/src" "$ROOT/web/index.html" "$ROOT/web/styles.css" "$ROOT/web/build.mjs" -newer "$ROOT/web/dist/index.html" -type f -print -quit 2>/dev/null)" ]]; then
+  if [[ ! -f "$ROOT/web/dist/index.html" || -n "$(find "$ROOT/web/client/src" "$ROOT/web/demo/src" "$ROOT/web/demo/index.html" "$ROOT/web/demo/styles.css" "$ROOT/web/client/build.mjs" "$ROOT/web/demo/build.mjs" -newer "$ROOT/web/dist/index.html" -type f -print -quit 2>/dev/null)" ]]; then
     say "building the web bundle…"
     (cd "$ROOT/web" && node build.mjs)
   fi
@@ -537,7 +537,7 @@ cmd_test() {
   done
   say "== web: type check and build"
   build_web
-  (cd "$ROOT/web" && npx --no-install tsc --noEmit -p . && node build.mjs)
+  (cd "$ROOT/web" && npx --no-install tsc --noEmit -p client && node build.mjs && npx --no-install tsc --noEmit -p demo)
   cargo build --bins
   say "== deploy files"
   "$ROOT/deploy/check.sh"

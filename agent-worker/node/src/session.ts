@@ -5,6 +5,7 @@
  * The models are given by the caller (see `agent.ts` for the ones read from the environment).
  */
 import { voice, type JobContext, type llm, type stt, type tts } from '@livekit/agents';
+import { RpcError } from '@livekit/rtc-node';
 import { WorkerClient, type CallOutcome } from './client.js';
 import { WorkerError } from './errors.js';
 import { fingerprint, waitForKeyedParticipant } from './keys.js';
@@ -32,7 +33,43 @@ export interface SessionHooks {
   /** Given the key's fingerprint (never the key). */
   onKey?: (fingerprint: string) => void;
   onTool?: (outcome: CallOutcome) => void;
+  /** The page's push-to-talk RPC `method`, and whether it interrupted the agent's speech. */
+  onTurn?: (method: string, interrupted: boolean) => void;
   log?: (line: string) => void;
+}
+
+/** The RPC methods the page calls when push-to-talk is pressed and released. */
+export const START_TURN_RPC = 'start_turn';
+export const END_TURN_RPC = 'end_turn';
+
+/**
+ * Push-to-talk from the user's tab: `start_turn` interrupts the agent's speech; `end_turn`
+ * needs nothing more here (the session's turn detection ends the user's turn). Calls from other
+ * participants are refused.
+ */
+export function registerTurnRpc(
+  room: JobContext['room'],
+  session: voice.AgentSession,
+  userIdentity: string,
+  hooks: Pick<SessionHooks, 'onTurn' | 'log'> = {},
+): void {
+  for (const method of [START_TURN_RPC, END_TURN_RPC]) {
+    room.localParticipant?.registerRpcMethod(method, async (data) => {
+      if (data.callerIdentity !== userIdentity) throw new RpcError(RpcError.ErrorCode.APPLICATION_ERROR, "not this session's user");
+      let interrupted = false;
+      if (method === START_TURN_RPC && session.agentState === 'speaking') {
+        try {
+          session.interrupt();
+          interrupted = true;
+        } catch (e) {
+          // A speech that does not allow interruptions.
+          hooks.log?.(`push-to-talk could not interrupt the agent: ${e instanceof Error ? e.message : String(e)}`);
+        }
+      }
+      hooks.onTurn?.(method, interrupted);
+      return 'ok';
+    });
+  }
 }
 
 /** Fetches the offer, a few times if the worker is not there yet; an empty offer at worst. */
@@ -96,6 +133,7 @@ export async function runSession(
     inputOptions: { participantIdentity: participant.identity, audioEnabled: pipeline.stt !== undefined },
     outputOptions: { audioEnabled: pipeline.tts !== undefined },
   });
+  registerTurnRpc(ctx.room, session, participant.identity, { onTurn: hooks.onTurn, log });
   if (settings.greet ?? true) session.generateReply({ instructions: GREETING_INSTRUCTIONS });
   return session;
 }

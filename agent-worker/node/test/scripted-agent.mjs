@@ -29,7 +29,13 @@
 //                                                 every tool call and its outcome; startedAt
 //                                                 is when the scripted LLM emitted the call
 //   {"event":"mic_level","peak":0.12,"rms":0.05}  every second once the mic's audio flows
-//   {"event":"said","text":"You drew ..."}        every reply the agent says
+//   {"event":"said","text":"You drew ...","interrupted":false}
+//                                                 every reply the agent says
+//   {"event":"turn","method":"start_turn","interrupted":true}
+//                                                 the page's push-to-talk RPCs; after an
+//                                                 end_turn the agent replies (there is no STT
+//                                                 to hear the turn): the script's next step,
+//                                                 or its long closing words
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
@@ -42,6 +48,10 @@ export const FAKE_NOTICE =
   '(OpenPopover, enter_spread, then draw_card in the next reply)';
 /** What the "user" asks in the second reply (typed: there is no STT). */
 export const USER_REQUEST = 'Please draw a card for me.';
+/** What the agent says once the script is over: long, so a test can interrupt it. */
+export const END_OF_SCRIPT =
+  'That is the end of my script. I will keep talking for a while, so that you can interrupt me: ' +
+  'one, two, three, four, five, six, seven, eight, nine, ten.';
 /** The spread position the script draws a card for. */
 export const POSITION = 'Past';
 
@@ -98,7 +108,7 @@ export class ScriptedLLM extends llm.LLM {
   }
 
   take() {
-    return this.steps[this.#next++] ?? { text: () => 'That is the end of my script.' };
+    return this.steps[this.#next++] ?? { text: () => END_OF_SCRIPT };
   }
 
   chat({ chatCtx, toolCtx, connOptions }) {
@@ -248,7 +258,8 @@ export default defineAgent({
     ctx.addShutdownCallback(async () => stop.abort());
     let moved = false;
     let asked = false;
-    const session = await runSession(
+    let session = null;
+    session = await runSession(
       ctx,
       { workerUrl: process.env.WORKER_URL, agentSecret: process.env.RELAY_AGENT_SECRET, greet: false, maxToolSteps: 6 },
       { llm: model, tts: new EspeakTTS() },
@@ -263,13 +274,17 @@ export default defineAgent({
           emit('tool', body);
           if (o.name === 'enter_spread' && o.ok) moved = true;
         },
+        onTurn: (method, interrupted) => {
+          emit('turn', { method, interrupted });
+          if (method === 'end_turn') session?.generateReply({ userInput: 'Tell me more.' });
+        },
       },
     );
     session.on(voice.AgentSessionEventTypes.ConversationItemAdded, (ev) => {
       const item = ev.item;
       if (item.type !== 'message' || item.role !== 'assistant') return;
       const text = item.textContent;
-      if (text) emit('said', { text });
+      if (text) emit('said', { text, interrupted: Boolean(item.interrupted) });
       // The first reply ended after the move to the spread mode: the user asks for a card.
       if (moved && !asked) {
         asked = true;

@@ -30,7 +30,13 @@ carries only JSON lines, one per event, flushed at once (LiveKit's logs go to st
                                                      every tool call and its outcome
                                                      ("error":{"code","message"} if not ok)
     {"event":"mic_level","peak":0.12,"rms":0.05}     every second once the mic's audio flows
-    {"event":"said","text":"You drew ..."}           every reply the agent speaks
+    {"event":"said","text":"You drew ...","interrupted":false}
+                                                      every reply the agent speaks
+    {"event":"turn","method":"start_turn","interrupted":true}
+                                                      the page's push-to-talk RPCs; after an
+                                                      ``end_turn`` the agent replies (there is
+                                                      no STT to hear the turn): the script's
+                                                      next step, or its long closing words
 """
 
 from __future__ import annotations
@@ -117,6 +123,12 @@ def name_the_card(chat_ctx: llm.ChatContext) -> str:
     return f"You drew {name}{', reversed' if card.get('reversed') else ''}."
 
 
+#: What the agent says once the script is over: long, so a test can interrupt it.
+END_OF_SCRIPT = (
+    "That is the end of my script. I will keep talking for a while, so that you can "
+    "interrupt me: one, two, three, four, five, six, seven, eight, nine, ten."
+)
+
 DEFAULT_SCRIPT: tuple[Step, ...] = (
     ToolStep("OpenPopover", {"message": "Hello from the agent"}),
     ToolStep("enter_spread", {}),
@@ -154,7 +166,7 @@ class ScriptedLLM(llm.LLM[Any]):
                 step = self._steps[self._next]
                 self._next += 1
                 return step
-        return TextStep(lambda _ctx: "That is the end of my script.")
+        return TextStep(lambda _ctx: END_OF_SCRIPT)
 
     def chat(
         self,
@@ -277,13 +289,22 @@ def scripted_hooks(events: Events, tasks: set[asyncio.Task[None]]) -> agent.Hook
             if isinstance(item, llm.ChatMessage) and item.role == "assistant":
                 text = item.text_content
                 if text:
-                    events.emit("said", text=text)
+                    events.emit("said", text=text, interrupted=item.interrupted)
 
+        sessions.append(session)
+
+    def on_turn(method: str, interrupted: bool) -> None:
+        events.emit("turn", method=method, interrupted=interrupted)
+        if method == agent.END_TURN_RPC and sessions:
+            sessions[-1].generate_reply(user_input="Tell me more.")
+
+    sessions: list[AgentSession[Any]] = []
     return agent.Hooks(
         on_key=lambda fp: events.emit("key", fp=fp),
         on_tool=events.tool,
         on_user=on_user,
         on_session=on_session,
+        on_turn=on_turn,
     )
 
 

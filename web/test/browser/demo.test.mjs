@@ -39,10 +39,19 @@ const announced = () => page.textContent('#announcer');
 
 test('the page starts a session with Ctrl+K: bound to the relay, voice reported failed with its reason', async () => {
   assert.equal(await page.getAttribute('#headset', 'aria-pressed'), 'false');
+  // The first screen: voice or text chat, nothing of a session yet.
+  assert.equal(await page.textContent('#start-title'), 'How would you like to talk to the agent?');
+  assert.equal(await page.isVisible('#start-text'), true);
+  assert.equal(await page.isVisible('#back'), false);
+  assert.equal(await page.isVisible('#session'), false);
+  assert.equal(await page.isVisible('#voice-choice-reason'), false, 'voice works here: no reason shown');
   await shot(page, '00-page-loaded');
   await page.keyboard.press('Control+k');
   await page.waitForSelector('#connection[data-state="bound"]', { timeout: 10000 });
   assert.equal(await page.getAttribute('#headset', 'aria-pressed'), 'true');
+  assert.equal(await page.isVisible('#start-text'), false);
+  assert.equal(await page.isVisible('#back'), true);
+  assert.equal(await page.textContent('#start-title'), 'Voice session');
   apiKey = (await page.textContent('#dev-key')).trim();
   assert.match(apiKey, /^va_[0-9a-f]{64}$/);
   relay.remember(apiKey);
@@ -167,24 +176,102 @@ test('push-to-talk: switched on by keyboard; Space held presses the talk button 
   await page.keyboard.up('Space');
 });
 
-test('without getUserMedia (a fresh page), voice is unavailable at once: "Switch to text" with the reason', async () => {
+test('without getUserMedia (a fresh page), the first screen says why voice is unavailable and offers text chat', async () => {
   const { page: bare, errors } = await pageWithoutMicrophoneApi(context, relay.url);
   try {
     assert.equal(await bare.evaluate(() => typeof navigator.mediaDevices?.getUserMedia), 'undefined');
-    await bare.waitForSelector('#voice-unavailable:not([hidden])', { timeout: 5000 });
+    await bare.waitForSelector('#voice-choice-reason:not([hidden])', { timeout: 5000 });
     assert.equal(
-      await bare.textContent('#voice-unavailable-reason'),
-      'This browser does not let the page use a microphone, so voice is not available. You can type to the agent instead.',
+      await bare.textContent('#voice-choice-reason'),
+      'This browser does not let the page use a microphone, so voice is not available. Choose text chat to type to the agent.',
     );
-    assert.equal(await bare.textContent('#switch-to-text'), 'Switch to text');
+    assert.equal(await bare.getAttribute('#headset', 'aria-disabled'), 'true');
+    assert.equal(await bare.getAttribute('#headset', 'aria-describedby'), 'voice-choice-reason');
     await shot(bare, '01d-no-microphone-api');
-    await bare.focus('#switch-to-text');
+    // The voice button, by keyboard: no session; the reason is announced and the focus moves to text chat.
+    await bare.focus('#headset');
     await bare.keyboard.press('Enter');
+    assert.equal(await bare.evaluate(() => document.activeElement?.id), 'start-text');
+    await bare.waitForFunction(() => document.getElementById('announcer').textContent.includes('Choose text chat instead'));
+    assert.equal(await bare.isVisible('#session'), false);
+    await bare.keyboard.press('Enter');
+    await bare.waitForSelector('#connection[data-state="bound"]', { timeout: 10000 });
+    relay.remember((await bare.textContent('#dev-key')).trim());
     assert.equal(await bare.evaluate(() => document.activeElement?.id), 'chat-input');
     assert.equal(await bare.isVisible('#transcript'), true);
+    assert.equal(await bare.textContent('#start-title'), 'Text chat');
     assert.deepEqual(errors, []);
   } finally {
     await bare.close();
+  }
+});
+
+test('first screen, text chat by keyboard; Back asks in a modal dialog: Escape and Stay keep the session, Leave ends it', async () => {
+  const other = await context.newPage();
+  const errors = [];
+  other.on('pageerror', (e) => errors.push(e.message));
+  try {
+    await other.goto(relay.url, { waitUntil: 'load', timeout: 15000 });
+    // Keyboard only: Tab from the top of the page reaches the voice choice, then text chat.
+    await other.keyboard.press('Tab');
+    assert.equal(await other.evaluate(() => document.activeElement?.id), 'headset');
+    await other.keyboard.press('Tab');
+    assert.equal(await other.evaluate(() => document.activeElement?.id), 'start-text');
+    await other.keyboard.press('Enter');
+    await other.waitForSelector('#connection[data-state="bound"]', { timeout: 10000 });
+    const key = (await other.textContent('#dev-key')).trim();
+    relay.remember(key);
+    assert.equal(await other.evaluate(() => document.activeElement?.id), 'chat-input', 'text chat puts the focus in the message field');
+    assert.equal(await other.isVisible('#transcript'), true);
+    assert.equal(await other.isVisible('#chat-form'), true);
+    assert.equal(await other.textContent('#start-title'), 'Text chat');
+    // Text chat joins the room without a microphone; LiveKit is unreachable here, so it says so.
+    await other.waitForSelector('#voice[data-state="failed"]', { timeout: 15000 });
+    assert.match(await other.textContent('#voice'), /could not reach the LiveKit server/);
+    await shot(other, '01e-text-chat-chosen');
+
+    const ask = async () => {
+      await other.focus('#back');
+      await other.keyboard.press('Enter');
+      await other.waitForSelector('dialog.voice-relay-leave[open]', { timeout: 3000 });
+    };
+    await ask();
+    assert.equal(await other.getAttribute('dialog.voice-relay-leave', 'role'), 'alertdialog');
+    assert.equal(await other.textContent('dialog.voice-relay-leave p'), 'A text chat with the agent is running. Leave and end it?');
+    assert.equal(await other.evaluate(() => document.activeElement?.dataset.answer), 'stay', 'the focus starts on Stay');
+    await shot(other, '01f-confirm-leave');
+    await other.keyboard.press('Escape');
+    await other.waitForSelector('dialog.voice-relay-leave', { state: 'detached', timeout: 3000 });
+    assert.equal(await other.evaluate(() => document.activeElement?.id), 'back', 'Escape stays; the focus is back on Back');
+    assert.equal(await other.getAttribute('#connection', 'data-state'), 'bound');
+    assert.equal((await relay.keyState(key)).body.state, 'online');
+    await ask();
+    await other.keyboard.press('Enter'); // on Stay
+    await other.waitForSelector('dialog.voice-relay-leave', { state: 'detached', timeout: 3000 });
+    assert.equal(await other.getAttribute('#connection', 'data-state'), 'bound', 'Stay keeps the session');
+    assert.equal(await other.isVisible('#session'), true);
+    await ask();
+    await other.click('dialog.voice-relay-leave button[data-answer="leave"]');
+    await other.waitForSelector('#connection[data-state="stopped"]', { timeout: 5000 });
+    await relay.waitState(key, 'offline', 5000);
+    // Back on the first screen, the focus on its heading, the end announced.
+    assert.equal(await other.isVisible('#session'), false);
+    assert.equal(await other.isVisible('#start-text'), true);
+    assert.equal(await other.isVisible('#back'), false);
+    assert.equal(await other.textContent('#start-title'), 'How would you like to talk to the agent?');
+    assert.equal(await other.evaluate(() => document.activeElement?.id), 'start-title');
+    assert.equal(await other.getAttribute('#voice', 'data-state'), 'off', 'the room is left');
+    await other.waitForFunction(() => document.getElementById('announcer').textContent.startsWith('Session ended'));
+    await shot(other, '01g-back-on-first-screen');
+    // Voice from the first screen again, by keyboard.
+    await other.focus('#headset');
+    await other.keyboard.press('Enter');
+    await other.waitForSelector('#connection[data-state="bound"]', { timeout: 10000 });
+    relay.remember((await other.textContent('#dev-key')).trim());
+    assert.equal(await other.textContent('#start-title'), 'Voice session');
+    assert.deepEqual(errors, []);
+  } finally {
+    await other.close();
   }
 });
 
@@ -389,12 +476,13 @@ test('the headset button ends the session; the key goes offline', async () => {
   await page.click('#headset');
   await page.waitForSelector('#connection[data-state="stopped"]');
   assert.equal(await page.getAttribute('#headset', 'aria-pressed'), 'false');
+  assert.equal(await page.isVisible('#start-text'), true, 'back on the first screen');
   await relay.waitState(apiKey, 'offline', 5000);
   await shot(page, '12-session-ended');
   assert.deepEqual(pageErrors, []);
 });
 
 test('axe-core: no serious or critical accessibility violation in any state of the journey', () => {
-  assert.ok(scanned.length >= 15, `states scanned: ${scanned.join(', ')}`);
+  assert.ok(scanned.length >= 18, `states scanned: ${scanned.join(', ')}`);
   assert.deepEqual(a11y, [], JSON.stringify(a11y, null, 2));
 });

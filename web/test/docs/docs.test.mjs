@@ -21,7 +21,7 @@ const docsPages = readdirSync(docsDir)
 const pages = [
   'README.md',
   ...docsPages,
-  'web/package/README.md',
+  'web/client/README.md',
   'agent-worker/python/README.md',
   'agent-worker/node/README.md',
   'agent-worker/reference/python/README.md',

@@ -1,4 +1,4 @@
-// The browser client library (web/src/client.ts, built for Node) against the real relay:
+// The browser client library (web/client/src/client.ts, built for Node) against the real relay:
 // answers in the relay's envelope, thrown errors as tool_failed, unknown tools as no_handler,
 // cancel aborting the handler's signal, revoked surfaced, and re-binding after a reconnect.
 import { test, before, after } from 'node:test';

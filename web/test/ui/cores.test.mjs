@@ -1,5 +1,5 @@
 // The framework-free cores behind the voice UI hooks and the demo's conversation panel
-// (web/src/react/{transcript,chat,push-to-talk,availability,leave}.ts), compiled with esbuild and
+// (web/client/src/{transcript,chat,push-to-talk,availability,leave}.ts), compiled with esbuild and
 // run in Node. THE ONE FAKE: a small object stands in for livekit-client's Room (its text stream
 // handler registry, its event emitter, the local participant's sendText / setMicrophoneEnabled /
 // performRpc) and feeds the events LiveKit would deliver; the cores' own code is the real one.
@@ -13,7 +13,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const src = join(here, '../../src/react');
+const src = join(here, '../../client/src');
 let out;
 let T; // transcript.ts
 let C; // chat.ts
@@ -284,6 +284,39 @@ test('push-to-talk: with turnRpc, press and release call start_turn / end_turn o
   ptt.press();
   await new Promise((r) => setImmediate(r));
   assert.match(ptt.getSnapshot().error, /the agent did not take the turn \(start_turn: Method not supported/);
+});
+
+test('push-to-talk: an agent without the turn methods (unsupported method) is no error and is not asked again; an unanswered call is bounded', async () => {
+  const ptt = new P.PushToTalk({ turnRpc: true, rpcTimeoutMs: 200 });
+  const room = new FakeRoom();
+  room.remoteParticipants.set('agent-7', { identity: 'agent-7', isAgent: true });
+  // What livekit-client rejects with when the destination registered no such method.
+  room.localParticipant.performRpc = async (params) => {
+    room.rpcs.push(params);
+    throw Object.assign(new Error('Method not supported at destination'), { code: P.RPC_UNSUPPORTED_METHOD });
+  };
+  ptt.attach(room);
+  ptt.press();
+  ptt.release();
+  await new Promise((r) => setImmediate(r));
+  assert.equal(ptt.getSnapshot().error, null, 'not an error: the microphone still follows the key');
+  ptt.press();
+  ptt.release();
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(room.rpcs.map((r) => r.method), ['start_turn', 'end_turn'], 'asked once per method');
+  assert.equal(P.RPC_UNSUPPORTED_METHOD, 1400);
+
+  // An agent that never answers: the call gives up after rpcTimeoutMs and says so.
+  const silent = new FakeRoom();
+  silent.remoteParticipants.set('agent-8', { identity: 'agent-8', isAgent: true });
+  silent.localParticipant.performRpc = () => new Promise(() => {});
+  const other = new P.PushToTalk({ turnRpc: true, rpcTimeoutMs: 150 });
+  other.attach(silent);
+  const started = Date.now();
+  other.press();
+  while (!other.getSnapshot().error && Date.now() - started < 2000) await new Promise((r) => setTimeout(r, 20));
+  assert.match(other.getSnapshot().error, /the agent did not take the turn \(start_turn: no answer in time\)/);
+  assert.ok(Date.now() - started < 1000, `bounded (${Date.now() - started} ms)`);
 });
 
 test('push-to-talk: the key binding presses on keydown, ignores auto-repeat, releases on keyup', () => {

@@ -13,14 +13,15 @@
 // before and removes after (scripts/netns.sh). Nothing leaves that namespace.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
-import { createWriteStream, existsSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { tmpdir, networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { repoRoot, startRelay, startWorker, runWorker, within, sleep, LIVEKIT_KEY } from '../protocol/harness.mjs';
+import { repoRoot, startRelay, startWorker, runWorker, sleep, LIVEKIT_KEY } from '../protocol/harness.mjs';
 import { CHROMIUM, pageWithoutMicrophoneApi, shot } from '../browser/browser.mjs';
+import { launchLogged, livekitBin, stopProc, waitFor } from './procs.mjs';
 
 const NODE_IP = '10.213.0.1';
 const LIVEKIT_PORT = 7880;
@@ -74,62 +75,7 @@ export function voiceRoom(kind) {
   const agentEvents = [];
   const pageErrors = [];
 
-  function livekitBin() {
-    const local = join(toolsDir, 'bin/livekit-server');
-    if (existsSync(local)) return local;
-    try {
-      return execFileSync('sh', ['-c', 'command -v livekit-server']).toString().trim();
-    } catch {
-      return null;
-    }
-  }
-
-  /** Starts a long-running process with its output in a log file; `onLine` sees stdout lines. */
-  function launch(name, cmd, args, env, onLine) {
-    const logPath = join(logDir, `${spec.prefix}-${name}.log`);
-    const log = createWriteStream(logPath);
-    const proc = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let buffer = '';
-    proc.stdout.on('data', (d) => {
-      log.write(d);
-      if (!onLine) return;
-      buffer += d.toString();
-      let nl;
-      while ((nl = buffer.indexOf('\n')) >= 0) {
-        onLine(buffer.slice(0, nl));
-        buffer = buffer.slice(nl + 1);
-      }
-    });
-    proc.stderr.pipe(log, { end: false });
-    const exited = new Promise((r) => proc.once('close', (code, signal) => r({ code, signal })));
-    return { proc, exited, logPath };
-  }
-
-  async function stopProc(p, ms = 10000) {
-    if (!p || p.proc.exitCode !== null || p.proc.signalCode !== null) return;
-    p.proc.kill('SIGTERM');
-    try {
-      await within(ms, p.exited, 'a process to exit');
-    } catch {
-      p.proc.kill('SIGKILL');
-      await p.exited;
-    }
-  }
-
-  async function waitFor(what, ms, check, every = 100) {
-    const until = Date.now() + ms;
-    let last;
-    while (Date.now() < until) {
-      try {
-        last = await check();
-        if (last) return last;
-      } catch (e) {
-        last = e;
-      }
-      await sleep(every);
-    }
-    throw new Error(`timed out after ${ms} ms waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)}`);
-  }
+  const launch = (name, cmd, args, env, onLine) => launchLogged(join(logDir, `${spec.prefix}-${name}.log`), cmd, args, env, onLine);
 
   /** The next agent event matching `pred` (already seen or still to come). */
   function agentEvent(pred, ms, what) {
@@ -157,7 +103,7 @@ export function voiceRoom(kind) {
   before(async () => {
     const inNamespace = Object.values(networkInterfaces()).flat().some((a) => a?.address === NODE_IP);
     assert.ok(inNamespace, `no interface holds ${NODE_IP}: run this through scripts/manage.sh test, which makes the network namespace`);
-    const bin = livekitBin();
+    const bin = livekitBin(toolsDir);
     assert.ok(bin, 'no LiveKit server: scripts/manage.sh test installs it into .tools/bin');
     spec.ready();
     dir = mkdtempSync(join(tmpdir(), 'relay-voice-'));
@@ -256,6 +202,9 @@ export function voiceRoom(kind) {
         if (!el.hidden && !window.popoverShownAt) window.popoverShownAt = Date.now();
       }).observe(el, { attributes: true, childList: true, characterData: true, subtree: true });
     });
+    // The first screen offers voice or text chat; Ctrl+K (as the headset button) chooses voice.
+    assert.equal(await page.isVisible('#start-text'), true);
+    assert.equal(await page.isVisible('#session'), false);
     const pressed = Date.now();
     await page.keyboard.press('Control+k');
     await page.waitForSelector('#connection[data-state="bound"]', { timeout: 10000 });
@@ -378,6 +327,54 @@ export function voiceRoom(kind) {
     assert.ok(open > 0.001, `push-to-talk off: the microphone is open again (${open})`);
   });
 
+  test(`push-to-talk interrupts the agent: pressed while it speaks, its start_turn RPC cuts the reply short${spec.label}`, async () => {
+    const agentItem = '#participants li[data-agent="true"]';
+    const speaking = async () => (await page.getAttribute(agentItem, 'data-agent-state')) === 'speaking';
+    const agentLevel = async () => Number(await page.getAttribute('#agent-level', 'data-level'));
+    await page.check('#ptt-mode');
+    await page.evaluate(() => document.activeElement?.blur());
+    // Quiet for a while (not merely between thinking and speaking a reply still to come).
+    let quietSince = 0;
+    await waitFor('the agent to be quiet', 40000, async () => {
+      const quiet = ['listening', 'idle'].includes(await page.getAttribute(agentItem, 'data-agent-state'));
+      quietSince = quiet ? quietSince || Date.now() : 0;
+      return quiet && Date.now() - quietSince > 1500;
+    }, 100);
+    // A turn of the user's: released, end_turn makes the scripted agent reply with its long closing words.
+    const turnAt = Date.now();
+    await page.keyboard.down('Space');
+    await sleep(300);
+    await page.keyboard.up('Space');
+    const ended = await agentEvent((e) => e.event === 'turn' && e.method === 'end_turn' && e.at >= turnAt, 10000, 'the end_turn RPC');
+    assert.equal(ended.interrupted, false);
+    await waitFor('the agent to speak its reply', 30000, async () => (await speaking()) && (await agentLevel()) > 0.01, 50);
+    // Pressed while it speaks: start_turn reaches the agent, which interrupts its speech.
+    const pressed = Date.now();
+    await page.keyboard.down('Space');
+    const turn = await agentEvent((e) => e.event === 'turn' && e.method === 'start_turn' && e.at >= pressed, 5000, 'the start_turn RPC');
+    assert.equal(turn.interrupted, true, 'start_turn found the agent speaking and interrupted it');
+    // At the page: the agent stops speaking at once (its closing words last about ten seconds).
+    await waitFor('the agent to stop speaking', 3000, async () => !(await speaking()), 50);
+    timings.pushToTalkInterruptMs = Date.now() - pressed;
+    // …and its audio at the page falls silent for good within seconds, where its closing words
+    // would have gone on for about ten.
+    let quietFrom = 0;
+    await waitFor('the agent\'s audio at the page to fall silent for a second', 4000, async () => {
+      const quiet = (await agentLevel()) < 0.01;
+      quietFrom = quiet ? quietFrom || Date.now() : 0;
+      return quiet && Date.now() - quietFrom >= 1000;
+    }, 50);
+    timings.pushToTalkSilentMs = quietFrom - pressed;
+    // The reply was cut, not finished (LiveKit Agents records it as interrupted, if at all: a
+    // reply cut before any of its words played is not recorded).
+    const said = agentEvents.filter((e) => e.event === 'said' && e.at >= pressed);
+    assert.ok(said.every((e) => e.interrupted === true), JSON.stringify(said));
+    await shot(page, `${spec.prefix}-05b-push-to-talk-interrupts`);
+    await page.keyboard.up('Space');
+    assert.equal(await page.textContent('#chat-status'), '', 'the turn RPCs answered without an error');
+    await page.uncheck('#ptt-mode');
+  });
+
   test(`a worker restart loses no session: it is back from RoomService within seconds and calls work${spec.label}`, async () => {
     await worker.stop();
     rmSync(join(dir, 'worker-sessions.json'), { force: true });
@@ -435,15 +432,14 @@ export function voiceRoom(kind) {
     test(`text mode where the browser has no microphone: the page joins without one, the agent's tools reach it, a typed message is answered${spec.label}`, async () => {
       const { page: bare, errors } = await pageWithoutMicrophoneApi(context, `${relay.url}/?ice=none`);
       try {
-        await bare.keyboard.press('Control+k');
+        // The first screen says why voice cannot work here and offers text chat.
+        await bare.waitForSelector('#voice-choice-reason:not([hidden])', { timeout: 5000 });
+        await bare.click('#start-text');
         await bare.waitForSelector('#connection[data-state="bound"]', { timeout: 10000 });
         relay.remember((await bare.textContent('#dev-key')).trim());
-        await bare.waitForSelector('#voice[data-state="failed"]', { timeout: 15000 });
-        await bare.waitForSelector('#voice-unavailable:not([hidden])', { timeout: 5000 });
-        await bare.click('#switch-to-text');
         await bare.waitForSelector('#voice[data-state="connected"]', { timeout: 20000 });
         assert.equal(await bare.textContent('#voice'), 'Voice: text only (no microphone)');
-        assert.equal(await bare.isVisible('#voice-unavailable'), false, 'text chosen and joined: no more offer');
+        assert.equal(await bare.isVisible('#voice-unavailable'), false, 'text chosen and joined: no offer of text');
         // The agent joins this room too; its first tool call reaches the page in text mode.
         await bare.waitForSelector('#popover:not([hidden])', { timeout: 30000 });
         assert.equal(await bare.textContent('#popover'), 'Hello from the agent');

@@ -5,6 +5,7 @@
 // and, when a transcript is given, recorded there as the user's (final) words.
 
 import type { Room } from 'livekit-client';
+import { AttemptTimeout, bounded } from './timeout.js';
 import type { TranscriptStore } from './transcript.js';
 
 export const CHAT_TOPIC = 'lk.chat';
@@ -67,21 +68,12 @@ export class TextChat {
     if (!room) return this.fail('voice is not connected, so there is no room to send the message to');
     const mine = ++this.sending;
     this.set({ state: 'sending', error: null });
-    let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      const sent = room.localParticipant.sendText(message, { topic: CHAT_TOPIC });
-      sent.catch(() => {});
-      await Promise.race([
-        sent,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error('the message could not be sent in time')), this.timeoutMs);
-        }),
-      ]);
+      await bounded(room.localParticipant.sendText(message, { topic: CHAT_TOPIC }), this.timeoutMs);
     } catch (err) {
-      if (mine === this.sending) this.fail(err instanceof Error ? err.message : String(err));
+      const why = err instanceof AttemptTimeout ? 'the message could not be sent in time' : err instanceof Error ? err.message : String(err);
+      if (mine === this.sending) this.fail(why);
       return false;
-    } finally {
-      clearTimeout(timer);
     }
     this.transcript?.update({
       id: `chat-${Date.now().toString(36)}-${++counter}`,

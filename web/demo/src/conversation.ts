@@ -1,15 +1,19 @@
 // The conversation panel of the demo page, on the same framework-free cores the React hooks use
-// (web/src/react/{transcript,chat,push-to-talk,availability}.ts): the transcript (a toggle
+// (@voice-relay/client/voice: transcript, chat, push-to-talk, availability): the transcript (a toggle
 // with aria-expanded, a role=log live region), text chat to the agent, push-to-talk (a button
 // with aria-pressed, Space held while the focus is not in a text field or on another control),
 // and, when voice cannot work here, "Switch to text" with the reason. Transcript text is put in
 // the page only as textContent.
 
 import type { Room } from 'livekit-client';
-import { browserVoiceProblem, voiceAvailability } from '../react/availability';
-import { TextChat } from '../react/chat';
-import { PushToTalk } from '../react/push-to-talk';
-import { type TranscriptSegment, TranscriptStore } from '../react/transcript';
+import {
+  PushToTalk,
+  TextChat,
+  type TranscriptSegment,
+  TranscriptStore,
+  browserVoiceProblem,
+  voiceAvailability,
+} from '@voice-relay/client/voice';
 
 export interface ConversationElements {
   unavailable: HTMLElement;
@@ -32,7 +36,9 @@ const LABEL = { agent: 'Agent', user: 'You' } as const;
 export class Conversation {
   readonly transcript = new TranscriptStore({ limit: 200 });
   private readonly chat = new TextChat({ transcript: this.transcript });
-  private readonly ptt = new PushToTalk();
+  // Pressing interrupts the agent: the turn RPCs (start_turn, end_turn) go to the agent, which
+  // the reference agents register; an agent without them is not interrupted, nothing else.
+  private readonly ptt = new PushToTalk({ turnRpc: true, rpcTimeoutMs: 3000 });
   private room: Room | null = null;
   private detachTranscript = () => {};
   private detachPtt: (() => void) | null = null;
@@ -67,8 +73,6 @@ export class Conversation {
     el.ptt.addEventListener('click', (e) => {
       if (e.detail === 0) this.ptt.toggle();
     });
-    const problem = browserVoiceProblem();
-    if (problem) this.offerText(problem);
     this.renderTranscript();
   }
 
@@ -105,11 +109,25 @@ export class Conversation {
   private textChosen = false;
 
   private switchToText(): void {
-    this.textChosen = true;
     if (!this.room) this.joinForText?.();
+    this.openText();
+  }
+
+  /** Text chat chosen (on the first screen, or instead of failed voice): the chat and the transcript. */
+  openText(): void {
+    this.textChosen = true;
     this.showTranscript(true);
     this.el.chatInput.focus();
     this.announce('Text chat: type your message and press Enter');
+  }
+
+  /** The session ended: nothing offered or chosen, the transcript emptied. */
+  reset(): void {
+    this.textChosen = false;
+    this.joinForText = null;
+    this.el.unavailable.hidden = true;
+    this.transcript.clear();
+    this.showTranscript(false);
   }
 
   private showTranscript(show: boolean): void {

@@ -1,4 +1,4 @@
-// React bindings for the voice-agent relay: <VoiceRelayProvider> owns one VoiceRelayClient for
+// React bindings for the voice-agent relay (`@voice-relay/client/react`): <VoiceRelayProvider> owns one VoiceRelayClient for
 // its lifetime, useVoiceRelay() reads the connection and voice state, useMode() the session's
 // mode, and useToolHandler() answers a tool while its component is mounted (and tells the relay
 // so: the agent is offered only the tools mounted components handle). A thin layer: the client
@@ -24,28 +24,28 @@ import {
   useSyncExternalStore,
 } from 'react';
 import type { CallMeta, ClientOptions, ConnectionState, TokenInfo, ToolSpec, VoiceRelayClient } from '../client.js';
-import { voiceAvailability, type VoiceAvailability } from './availability.js';
-import { type ChatSnapshot, TextChat } from './chat.js';
-import { DEFAULT_LEAVE_MESSAGE, confirmLeave as askToLeave, guardUnload } from './leave.js';
-import { PushToTalk, type PushToTalkOptions, type PushToTalkSnapshot, TALK_BUTTON_ATTRIBUTE } from './push-to-talk.js';
+import { voiceAvailability, type VoiceAvailability } from '../availability.js';
+import { type ChatSnapshot, TextChat } from '../chat.js';
+import { DEFAULT_LEAVE_MESSAGE, confirmLeave as askToLeave, guardUnload } from '../leave.js';
+import { PushToTalk, type PushToTalkOptions, type PushToTalkSnapshot, TALK_BUTTON_ATTRIBUTE } from '../push-to-talk.js';
 import { RelayStore, type ToolCallHandler } from './store.js';
-import type { Speaker, TranscriptSegment } from './transcript.js';
-import type { VoiceOptions, VoiceSnapshot, VoiceState } from './voice.js';
+import type { Speaker, TranscriptSegment } from '../transcript.js';
+import type { VoiceOptions, VoiceSnapshot, VoiceState } from '../voice.js';
 
 export { ToolError, VoiceRelayClient } from '../client.js';
 export type { CallMeta, ClientEvents, ClientOptions, ConnectionState, Declared, ErrorObject, TokenInfo, ToolSpec } from '../client.js';
 export type { ToolCallHandler } from './store.js';
-export type { VoiceOptions, VoiceSnapshot, VoiceState } from './voice.js';
-export { TranscriptStore, TRANSCRIPTION_TOPIC } from './transcript.js';
-export type { Speaker, TranscriptOptions, TranscriptSegment, TranscriptSource } from './transcript.js';
-export { CHAT_TOPIC, TextChat } from './chat.js';
-export type { ChatOptions, ChatSnapshot, ChatState } from './chat.js';
-export { PushToTalk, TALK_BUTTON_ATTRIBUTE } from './push-to-talk.js';
-export type { PushToTalkOptions, PushToTalkSnapshot } from './push-to-talk.js';
-export { browserVoiceProblem, voiceAvailability } from './availability.js';
-export type { VoiceAvailability } from './availability.js';
-export { DEFAULT_LEAVE_MESSAGE, confirmLeave, guardUnload } from './leave.js';
-export type { ConfirmLeaveOptions } from './leave.js';
+export type { MicrophoneState, VoiceOptions, VoiceSnapshot, VoiceState } from '../voice.js';
+export { TranscriptStore, TRANSCRIPTION_TOPIC } from '../transcript.js';
+export type { Speaker, TranscriptOptions, TranscriptSegment, TranscriptSource } from '../transcript.js';
+export { CHAT_TOPIC, TextChat } from '../chat.js';
+export type { ChatOptions, ChatSnapshot, ChatState } from '../chat.js';
+export { PushToTalk, TALK_BUTTON_ATTRIBUTE } from '../push-to-talk.js';
+export type { PushToTalkOptions, PushToTalkSnapshot } from '../push-to-talk.js';
+export { browserVoiceProblem, voiceAvailability } from '../availability.js';
+export type { VoiceAvailability } from '../availability.js';
+export { DEFAULT_LEAVE_MESSAGE, confirmLeave, guardUnload } from '../leave.js';
+export type { ConfirmLeaveOptions } from '../leave.js';
 
 export interface VoiceRelayProviderProps extends ClientOptions {
   children?: ReactNode;

@@ -1,78 +1,16 @@
 // The demo page: the UI tools an agent drives through the relay. Tool parameters are only ever
-// put in the page as text (textContent), never as HTML.
+// put in the page as text (textContent), never as HTML. Sessions (the first screen, voice or
+// text chat, leaving) are session.ts's.
 
-import { type CallMeta, ToolError, VoiceRelayClient, type ConnectionState } from '../client';
+import { type CallMeta, ToolError, type VoiceRelayClient } from '@voice-relay/client';
 import { type Card, DECK, cardById, shuffled } from './deck';
+import { setUpSessions } from './session';
 import { suitSymbol } from './suits';
-import { Conversation } from './conversation';
-import { Voice } from './voice';
-
-const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
-
-const ui = {
-  connection: $('connection'),
-  voice: $('voice'),
-  quality: $('quality'),
-  participants: $('participants'),
-  participantsEmpty: $('participants-empty'),
-  micLevel: $('mic-level'),
-  agentLevel: $('agent-level'),
-  startAudio: $<HTMLButtonElement>('start-audio'),
-  voiceRetry: $<HTMLButtonElement>('voice-retry'),
-  remoteAudio: $('remote-audio'),
-  headset: $<HTMLButtonElement>('headset'),
-  hint: $('hint'),
-  loading: $('loading'),
-  cassette: $<HTMLButtonElement>('cassette'),
-  cassetteLabel: $('cassette-label'),
-  slotEmpty: $('slot-empty'),
-  cassetteModal: $<HTMLDialogElement>('cassette-modal'),
-  cassetteTitle: $('cassette-title'),
-  cassetteContent: $('cassette-content'),
-  spreadList: $('spread-list'),
-  spreadEmpty: $('spread-empty'),
-  display: $('display'),
-  displayCard: $('display-card'),
-  displayCaption: $('display-caption'),
-  popover: $('popover'),
-  picker: $<HTMLDialogElement>('picker'),
-  pickerTitle: $('picker-title'),
-  pickerRole: $('picker-role'),
-  pickerDeck: $('picker-deck'),
-  pickerReveal: $('picker-reveal'),
-  announcer: $('announcer'),
-  devIdentity: $('dev-identity'),
-  devRoom: $('dev-room'),
-  devKey: $('dev-key'),
-  mode: $('mode'),
-  notesList: $('notes-list'),
-  notesEmpty: $('notes-empty'),
-  unavailable: $('voice-unavailable'),
-  unavailableReason: $('voice-unavailable-reason'),
-  switchToText: $<HTMLButtonElement>('switch-to-text'),
-  pttMode: $<HTMLInputElement>('ptt-mode'),
-  ptt: $<HTMLButtonElement>('ptt'),
-  transcriptToggle: $<HTMLButtonElement>('transcript-toggle'),
-  transcript: $('transcript'),
-  transcriptList: $('transcript-list'),
-  transcriptEmpty: $('transcript-empty'),
-  chatForm: $<HTMLFormElement>('chat-form'),
-  chatInput: $<HTMLInputElement>('chat-input'),
-  chatSend: $<HTMLButtonElement>('chat-send'),
-  chatStatus: $('chat-status'),
-};
+import { announce, ui } from './ui';
 
 const POPOVER_MS = 5000;
 const REVEAL_MS = 900;
 const SHOW_MS = 600;
-
-function announce(text: string): void {
-  // Clearing first makes a repeated message announced again.
-  ui.announcer.textContent = '';
-  requestAnimationFrame(() => {
-    ui.announcer.textContent = text;
-  });
-}
 
 const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve, reject) => {
@@ -87,110 +25,6 @@ function str(v: unknown, field: string, max = 4000): string {
   if (typeof v !== 'string') throw new ToolError('invalid_arguments', `${field} must be a string`);
   return v.slice(0, max);
 }
-
-// ---- connection and voice ---------------------------------------------------------------------
-
-const STATE_TEXT: Record<ConnectionState, string> = {
-  idle: 'Not connected',
-  'fetching-token': 'Getting a token…',
-  connecting: 'Connecting…',
-  bound: 'Connected',
-  reconnecting: 'Reconnecting…',
-  revoked: 'Session ended',
-  stopped: 'Not connected',
-  error: 'Connection failed',
-};
-
-let client: VoiceRelayClient | null = null;
-
-// The transcript, text chat, push-to-talk and the offer of text when voice cannot work.
-const conversation = new Conversation(ui, announce);
-
-// Voice is independent of the relay: whatever happens to it, the tools keep working.
-const voice = new Voice(
-  {
-    pill: ui.voice,
-    quality: ui.quality,
-    participants: ui.participants,
-    participantsEmpty: ui.participantsEmpty,
-    micMeter: ui.micLevel,
-    agentMeter: ui.agentLevel,
-    startAudio: ui.startAudio,
-    retry: ui.voiceRetry,
-    audioSink: ui.remoteAudio,
-  },
-  announce,
-  { room: (room) => conversation.setRoom(room), failed: (reason) => conversation.voiceFailed(reason) },
-);
-
-async function startSession(): Promise<void> {
-  if (client) return;
-  const c = new VoiceRelayClient({ participantName: 'Demo visitor' });
-  client = c;
-  registerTools(c);
-  c.on('state', (state, detail) => {
-    ui.connection.dataset.state = state;
-    ui.connection.textContent = STATE_TEXT[state] + (state === 'error' && detail ? `: ${detail}` : '');
-    if (state === 'bound') announce('Connected to the agent relay');
-    if (state === 'revoked') {
-      announce('The session ended');
-      endSession(false);
-    }
-  });
-  c.on('cancel', () => announce('The agent cancelled the request'));
-  c.on('mode', (mode) => {
-    ui.mode.dataset.mode = mode;
-    ui.mode.textContent = `Phase: ${mode}`;
-  });
-  // Still inside the user's click or key press: audio may start.
-  voice.prepare();
-  ui.headset.setAttribute('aria-pressed', 'true');
-  ui.headset.setAttribute('aria-label', 'End voice session (Ctrl+K)');
-  ui.hint.textContent = 'Session active. Press again (or Ctrl/⌘+K) to end it.';
-  try {
-    const token = await c.start();
-    ui.devIdentity.textContent = token.identity;
-    ui.devRoom.textContent = token.roomName;
-    ui.devKey.textContent = token.apiKey;
-    // "Switch to text" joins the same room without a microphone when voice could not.
-    conversation.joinForText = () => {
-      if (client === c) void voice.start(token.url, token.token, { microphone: false });
-    };
-    void voice.start(token.url, token.token);
-  } catch (err) {
-    ui.hint.textContent = `Could not start: ${(err as Error).message}`;
-    endSession(true);
-  }
-}
-
-function endSession(stopClient: boolean): void {
-  if (stopClient) client?.stop();
-  client = null;
-  voice.stop();
-  ui.headset.setAttribute('aria-pressed', 'false');
-  ui.headset.setAttribute('aria-label', 'Start voice session (Ctrl+K)');
-  closePicker();
-}
-
-function toggleSession(): void {
-  if (client && client.state !== 'revoked' && client.state !== 'error') {
-    endSession(true);
-    ui.hint.textContent = 'Session ended. Press the headset button or Ctrl/⌘+K to start again.';
-    ui.connection.dataset.state = 'stopped';
-    ui.connection.textContent = STATE_TEXT.stopped;
-  } else {
-    client = null;
-    void startSession();
-  }
-}
-
-ui.headset.addEventListener('click', toggleSession);
-document.addEventListener('keydown', (e) => {
-  if ((e.ctrlKey || e.metaKey) && !e.altKey && e.key.toLowerCase() === 'k') {
-    e.preventDefault();
-    toggleSession();
-  }
-});
 
 // ---- popover ----------------------------------------------------------------------------------
 
@@ -469,3 +303,4 @@ function registerTools(c: VoiceRelayClient): void {
 }
 
 renderSpread();
+setUpSessions({ registerTools, ended: closePicker });

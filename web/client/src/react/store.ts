@@ -4,8 +4,8 @@
 // may create and drop one during a render; only `start()` touches the network.
 
 import { type CallMeta, type ClientOptions, type ConnectionState, type TokenInfo, type ToolSpec, VoiceRelayClient } from '../client.js';
-import { TranscriptStore } from './transcript.js';
-import { VoiceConnection, type VoiceOptions } from './voice.js';
+import { TranscriptStore } from '../transcript.js';
+import { VoiceConnection, type VoiceOptions } from '../voice.js';
 
 export interface ConnectionSnapshot {
   state: ConnectionState;

@@ -4,13 +4,16 @@
 // again. Unmuting alone does not interrupt an agent that is speaking: LiveKit Agents does that
 // when the agent registers RPC methods for turns (its push-to-talk pattern: `start_turn`
 // interrupts and opens the user's turn, `end_turn` commits it). With `turnRpc` set, press and
-// release call those methods on the room's agent participant; the reference agent of this
-// repository registers none, so it is off by default.
+// release call those methods on the room's agent participant (the reference agents of this
+// repository register both). An agent that registers none answers "unsupported method": that
+// is no error (the microphone still follows the key), and that agent is not asked again. Each
+// call waits at most `rpcTimeoutMs`.
 //
 // The key binding: holding the key (Space by default) presses, letting go releases, unless the
 // focus is in a text field or on another control that Space activates (buttons, links, lists).
 
 import type { Room } from 'livekit-client';
+import { AttemptTimeout, bounded } from './timeout.js';
 
 export interface PushToTalkOptions {
   /** `KeyboardEvent.code` of the key to hold (default 'Space'); null for no key binding. */
@@ -36,7 +39,10 @@ export type PushToTalkRoom = Pick<Room, 'localParticipant' | 'remoteParticipants
 
 const IDLE: PushToTalkSnapshot = { held: false, error: null };
 
-const reason = (err: unknown) => (err instanceof Error ? err.message : String(err));
+const reason = (err: unknown) => (err instanceof AttemptTimeout ? 'no answer in time' : err instanceof Error ? err.message : String(err));
+
+/** LiveKit's RPC error code for a method the destination did not register. */
+export const RPC_UNSUPPORTED_METHOD = 1400;
 
 /** The attribute that marks a talk button: the talk key works while it has the focus. */
 export const TALK_BUTTON_ATTRIBUTE = 'data-push-to-talk';
@@ -60,6 +66,8 @@ export class PushToTalk {
   private readonly rpcTimeoutMs: number;
   /** Bumped by every press and release: a slower microphone change of an older one is undone. */
   private step = 0;
+  /** Agents (identity and method) that answered "unsupported method". */
+  private readonly unsupported = new Set<string>();
 
   constructor(options: Pick<PushToTalkOptions, 'turnRpc' | 'rpcTimeoutMs'> = {}) {
     this.rpc = options.turnRpc === true ? { start: 'start_turn', end: 'end_turn' } : options.turnRpc || null;
@@ -164,15 +172,21 @@ export class PushToTalk {
     const room = this.room;
     if (!method || !room) return;
     const agent = [...room.remoteParticipants.values()].find((p) => p.isAgent);
-    if (!agent) return;
+    const asked = agent ? `${agent.identity}\n${method}` : '';
+    if (!agent || this.unsupported.has(asked)) return;
     try {
-      await room.localParticipant.performRpc({
+      const call = room.localParticipant.performRpc({
         destinationIdentity: agent.identity,
         method,
         payload: '',
         responseTimeout: this.rpcTimeoutMs,
       });
+      await bounded(call, this.rpcTimeoutMs);
     } catch (err) {
+      if ((err as { code?: unknown } | null)?.code === RPC_UNSUPPORTED_METHOD) {
+        this.unsupported.add(asked);
+        return;
+      }
       this.set({ ...this.snapshot, error: `the agent did not take the turn (${method}: ${reason(err)})` });
     }
   }
