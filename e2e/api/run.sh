@@ -5,9 +5,10 @@
 # and headers, invalid data refused, valid data accepted, required headers and auth enforced,
 # undocumented methods refused.
 #
-# It starts the real debug binaries on free loopback ports: the relay in RELAY_TOKEN_MODE=issuer
-# (so /token's Bearer issuer secret is exercised) and the worker pointed at it with VAPI_SECRET
-# set, with the environment the protocol tests use (web/test/protocol/harness.mjs).
+# It starts the real debug binaries on free loopback ports through the e2e harness
+# (e2e/harness/up.mjs, with the environment the protocol tests use): the relay in
+# RELAY_TOKEN_MODE=issuer (so /token's Bearer issuer secret is exercised) and the worker pointed
+# at it with VAPI_SECRET set. When they stop, their logs are searched for the secrets.
 #
 # What cannot apply, and why (everything else runs on every operation):
 # - POST /livekit/webhook: its Authorization must be a JWT signed over the body's SHA-256 with
@@ -22,17 +23,19 @@
 # document states them).
 #
 # Env: RELAY_BIN, WORKER_BIN (default target/debug/…), ST_MAX_EXAMPLES (50 per operation),
-# ST_TIMEOUT (seconds per server, 600), TEST_LOG_DIR (logs and reports; default test-logs).
+# ST_TIMEOUT (seconds per server, 600), TEST_LOG_DIR (logs; default test-logs), ST_REPORT_DIR
+# (the JUnit reports, one test case per operation; default the log folder).
 # Prints "N passed, M failed" (operations) and exits non-zero on any failure.
 
 set -uo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-HERE="$ROOT/tests-api"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
 RELAY_BIN="${RELAY_BIN:-$ROOT/target/debug/relay}"
 WORKER_BIN="${WORKER_BIN:-$ROOT/target/debug/agent-worker}"
 VENV="${VENV:-$ROOT/.tools/venv}"
 LOG_DIR="${TEST_LOG_DIR:-$ROOT/test-logs}/schemathesis"
+REPORT_DIR="${ST_REPORT_DIR:-$LOG_DIR}"
 MAX_EXAMPLES="${ST_MAX_EXAMPLES:-50}"
 RUN_TIMEOUT="${ST_TIMEOUT:-600}"
 # Pinned: the checks and their defaults change between releases.
@@ -56,56 +59,26 @@ if ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VER
 fi
 
 rm -rf "$LOG_DIR"
-mkdir -p "$LOG_DIR"
-PIDS=()
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do
-    kill "$pid" 2>/dev/null
-  done
-  for pid in "${PIDS[@]}"; do
-    wait "$pid" 2>/dev/null
-  done
-}
-trap cleanup EXIT
+mkdir -p "$LOG_DIR" "$REPORT_DIR"
+rm -f "$REPORT_DIR"/{relay,worker}.junit.xml
+# shellcheck source=../harness/up.sh
+. "$ROOT/e2e/harness/up.sh"
+trap harness_down EXIT
 
-secret() { printf '%s-%s' "$1" "$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"; }
-
-# Starts "$@" with its output in $1's log and waits for "<banner> listening on http://ADDR".
-# Sets ADDR.
-start() {
-  local name="$1" banner="$2"
-  shift 2
-  local log="$LOG_DIR/$name.log"
-  "$@" >"$log" 2>&1 &
-  PIDS+=("$!")
-  local pid=$! i
-  for ((i = 0; i < 150; i++)); do
-    ADDR="$(grep -oE "$banner listening on http://[0-9.]+:[0-9]+" "$log" | head -n 1 | sed 's|.*http://||')"
-    [[ -n "$ADDR" ]] && return 0
-    kill -0 "$pid" 2>/dev/null || fail_early "$name exited before listening; see $log"
-    sleep 0.1
-  done
-  fail_early "$name did not listen within 15 s; see $log"
-}
-
+export TEST_LOG_DIR="$LOG_DIR" RELAY_BIN WORKER_BIN
+harness_up --relay --worker --relay-env RELAY_TOKEN_MODE=issuer \
+  --relay-env RELAY_ALLOW_BARE_KEYS=false --relay-env RELAY_DEFAULT_TIMEOUT_MS=1000 --relay-env RELAY_MAX_TIMEOUT_MS=3000 ||
+  fail_early "the relay and the worker did not start"
 export ST_AGENT_SECRET ST_ISSUER_SECRET ST_VAPI_SECRET
-ST_AGENT_SECRET="$(secret as)"
-ST_ISSUER_SECRET="$(secret is)"
-ST_VAPI_SECRET="$(secret vs)"
-LIVEKIT_SECRET="$(secret lk)"
-
-start relay relay env -i PATH="$PATH" RUST_LOG=info RELAY_ADDR=127.0.0.1:0 \
-  LIVEKIT_URL=ws://127.0.0.1:7880 LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET="$LIVEKIT_SECRET" \
-  RELAY_AGENT_SECRET="$ST_AGENT_SECRET" RELAY_WEB_DIR="$ROOT/web/dist" \
-  RELAY_DEFAULT_TIMEOUT_MS=1000 RELAY_MAX_TIMEOUT_MS=3000 \
-  RELAY_TOKEN_MODE=issuer RELAY_TOKEN_ISSUER_SECRET="$ST_ISSUER_SECRET" "$RELAY_BIN"
-RELAY_ADDR="$ADDR"
-start worker agent-worker env -i PATH="$PATH" RUST_LOG=info WORKER_ADDR=127.0.0.1:0 \
-  RELAY_URL="http://$RELAY_ADDR" RELAY_AGENT_SECRET="$ST_AGENT_SECRET" \
-  LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET="$LIVEKIT_SECRET" VAPI_SECRET="$ST_VAPI_SECRET" \
-  "$WORKER_BIN" serve
-WORKER_ADDR="$ADDR"
+ST_AGENT_SECRET="$(harness_field relay.agentSecret)"
+ST_ISSUER_SECRET="$(harness_field relay.issuerSecret)"
+ST_VAPI_SECRET="$(harness_field worker.vapiSecret)"
+RELAY_ADDR="$(harness_field relay.url)"
+RELAY_ADDR="${RELAY_ADDR#http://}"
+WORKER_ADDR="$(harness_field worker.url)"
+WORKER_ADDR="${WORKER_ADDR#http://}"
+RELAY_LOG="$(harness_field relay.log)"
+WORKER_LOG="$(harness_field worker.log)"
 say "relay on $RELAY_ADDR (issuer mode), worker on $WORKER_ADDR"
 
 rc=0
@@ -120,7 +93,7 @@ attack() {
     run "http://$addr/openapi.json" \
     --max-examples "$MAX_EXAMPLES" --workers 1 --request-timeout 20 \
     --suppress-health-check too_slow,filter_too_much \
-    --report junit --report-junit-path "$LOG_DIR/$name.junit.xml" \
+    --report junit --report-junit-path "$REPORT_DIR/$name.junit.xml" \
     --output-truncate false --no-color) 2>&1 | tee "$LOG_DIR/$name.txt"
   local status=${PIPESTATUS[0]}
   if ((status == 124)); then
@@ -132,19 +105,21 @@ attack() {
 attack relay "$RELAY_ADDR"
 attack worker "$WORKER_ADDR"
 
-# Neither server may have died or panicked under the attack.
-for name in relay worker; do
-  if grep -q "panicked" "$LOG_DIR/$name.log"; then
-    say "!! $name panicked; see $LOG_DIR/$name.log"
+# Neither server may have died or panicked under the attack, nor logged a secret whole.
+for log in "$RELAY_LOG" "$WORKER_LOG"; do
+  if grep -q "panicked" "$log"; then
+    say "!! a server panicked; see $log"
     rc=1
   fi
 done
-for pid in "${PIDS[@]}"; do
-  kill -0 "$pid" 2>/dev/null || { say "!! a server died during the run (pid $pid)"; rc=1; }
+for url in "$RELAY_ADDR/readyz" "$WORKER_ADDR/healthz"; do
+  curl -fsS -o /dev/null --max-time 5 "http://$url" || { say "!! a server stopped answering during the run (http://$url)"; rc=1; }
 done
+trap - EXIT
+harness_down || { say "!! stopping the servers failed, or a log holds a whole key, token or secret (see above)"; rc=1; }
 
 # Operations that passed and failed, from the JUnit reports (one test case per operation).
-read -r passed failed < <(python3 - "$LOG_DIR" <<'PY'
+read -r passed failed < <(python3 - "$REPORT_DIR" <<'PY'
 import sys, pathlib, xml.etree.ElementTree as ET
 passed = failed = 0
 for name in ("relay", "worker"):

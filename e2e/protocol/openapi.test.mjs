@@ -1,7 +1,7 @@
 // The published API contract, as the real binaries serve it: the relay's and the worker's
 // /openapi.json (OpenAPI 3.1, every operation, the error table), and a request path that the
 // static-file service cannot open answered 404, never 500. The generated attacks on these
-// documents run in tests-api/run.sh.
+// documents run in e2e/api/run.sh.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startRelay, startWorker, issuerSecret } from '../harness/index.mjs';
