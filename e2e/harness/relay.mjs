@@ -70,6 +70,20 @@ export async function startWorker(relay, env = {}) {
   return worker;
 }
 
+/**
+ * Runs the relay binary until it exits (a configuration it refuses, `check-config`), with only
+ * PATH and `env` in its environment; resolves with its exit code and its whole output.
+ */
+export function runRelay(env, args = [], ms = 10000) {
+  return within(ms, new Promise((resolveR) => {
+    const p = spawn(relayBin, args, { env: { PATH: process.env.PATH, ...env } });
+    let out = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.stderr.on('data', (d) => { out += d; });
+    p.on('exit', (code) => resolveR({ code, out }));
+  }), 'relay to exit');
+}
+
 /** Runs `agent-worker <args>` against `relay`; resolves with its exit code and output. */
 export function runWorker(relay, args, env = {}, ms = 20000) {
   return within(ms, new Promise((resolveW) => {

@@ -10,7 +10,7 @@
 // holds a whole key, token or secret (or when something failed to start), 0 otherwise.
 import { createInterface } from 'node:readline';
 import { io } from 'socket.io-client';
-import { Tab, secret, startRelay, startWorker } from './relay.mjs';
+import { Tab, issuerSecret, secret, startRelay, startWorker } from './relay.mjs';
 
 const USAGE = 'usage: up.mjs --relay [--worker] [--tab] [--relay-env K=V]... [--worker-env K=V]... [--json]';
 
@@ -61,7 +61,10 @@ async function stopAll() {
 }
 
 async function main() {
-  const relay = await startRelay({ RUST_LOG: 'info', ...opts.relayEnv });
+  // Issuer mode needs the app backend's secret: a fresh one unless given.
+  const issuer = opts.relayEnv.RELAY_TOKEN_MODE === 'issuer' && !opts.relayEnv.RELAY_TOKEN_ISSUER_SECRET
+    ? { RELAY_TOKEN_ISSUER_SECRET: issuerSecret() } : {};
+  const relay = await startRelay({ RUST_LOG: 'info', ...issuer, ...opts.relayEnv });
   started.push(relay);
   const out = {
     relay: {

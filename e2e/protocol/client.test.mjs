@@ -3,9 +3,8 @@
 // cancel aborting the handler's signal, revoked surfaced, and re-binding after a reconnect.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { startRelay, within, sleep, repoRoot, webClientNode } from '../harness/index.mjs';
+import { startRelay, within, sleep, webClientNode } from '../harness/index.mjs';
 
 const { VoiceRelayClient, ToolError } = await import(pathToFileURL(webClientNode).href);
 

@@ -6,10 +6,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
 import { io } from 'socket.io-client';
 import { pathToFileURL } from 'node:url';
-import { startRelay, startRedis, startBalancer, startHaproxy, requestFrom, repoRoot, Tab, sleep, within, webClientNode } from '../harness/index.mjs';
+import { startRelay, startRedis, startBalancer, startHaproxy, requestFrom, Tab, sleep, within, webClientNode } from '../harness/index.mjs';
 
 const { VoiceRelayClient } = await import(pathToFileURL(webClientNode).href);
 

@@ -4,9 +4,8 @@
 // and the browser client library declaring on bind and on every handler change.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { startRelay, strangerKey, within, sleep, repoRoot, webClientNode } from '../harness/index.mjs';
+import { startRelay, strangerKey, within, sleep, webClientNode } from '../harness/index.mjs';
 
 const { VoiceRelayClient } = await import(pathToFileURL(webClientNode).href);
 

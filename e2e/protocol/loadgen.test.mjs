@@ -4,7 +4,6 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startRelay, loadgenBin } from '../harness/index.mjs';
 

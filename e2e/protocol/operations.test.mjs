@@ -1,21 +1,8 @@
 // Operations: health, readiness, metrics, and the SIGTERM drain.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { startRelay, sleep, within, relayBin } from '../harness/index.mjs';
-
-
-function runRelay(env, args = []) {
-  return within(10000, new Promise((resolveR) => {
-    const p = spawn(relayBin, args, { env: { PATH: process.env.PATH, ...env } });
-    let out = '';
-    p.stdout.on('data', (d) => { out += d; });
-    p.stderr.on('data', (d) => { out += d; });
-    p.on('exit', (code) => resolveR({ code, out }));
-  }), 'relay to exit');
-}
+import { startRelay, sleep, within, runRelay } from '../harness/index.mjs';
 
 test('a missing or weak secret is a clear start-up error (exit 64), never an insecure default', async () => {
   const none = await runRelay({ RELAY_ADDR: '127.0.0.1:0' });

@@ -3,23 +3,14 @@
 // settings with exit 64 and the reason; open mode starts with a loud warning.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startRelay, within, relayBin } from '../harness/index.mjs';
+import { startRelay, runRelay as runRelayToExit } from '../harness/index.mjs';
 
-
-function runRelay(env, args = []) {
-  return within(10000, new Promise((resolveR) => {
-    const p = spawn(relayBin, args, { env: { PATH: process.env.PATH, RELAY_ADDR: '127.0.0.1:0', ...env } });
-    let out = '';
-    p.stdout.on('data', (d) => { out += d; });
-    p.stderr.on('data', (d) => { out += d; });
-    p.on('exit', (code) => resolveR({ code, out }));
-  }), 'relay to exit');
-}
+/** The relay run to its exit, on a free port unless `env` names one. */
+const runRelay = (env, args = []) => runRelayToExit({ RELAY_ADDR: '127.0.0.1:0', ...env }, args);
 
 const base = { LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_AGENT_SECRET: 'long-enough-agent-secret' };
 
