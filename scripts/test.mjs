@@ -20,6 +20,9 @@ const TARGET = process.env.CARGO_TARGET_DIR ?? join(ROOT, 'target');
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 // The binaries under test, for every suite.
 const BINS = { RELAY_BIN: join(TARGET, 'debug/relay'), WORKER_BIN: join(TARGET, 'debug/agent-worker') };
+// The Python agent package of this tree comes first: the venv is shared with other checkouts,
+// and its editable install may point at one of them.
+const PYTHONPATH = [join(ROOT, 'agent-worker/python/src'), process.env.PYTHONPATH].filter(Boolean).join(':');
 // No runner may hang the run: each is killed (its whole process group) after this long.
 const RUNNER_LIMIT_MS = Number(process.env.TEST_RUNNER_LIMIT_MS ?? 45 * 60 * 1000);
 
@@ -89,7 +92,7 @@ async function nodeTests(name, cwd, args, env = {}, wrap = []) {
 async function pytest(name, cwd, args) {
   const xml = report(`${name}.xml`);
   const status = await run(join(VENV, 'bin/python'), ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', `--junitxml=${xml}`, ...args],
-    { cwd, env: { ...BINS, TEST_LOG_DIR: LOGS } });
+    { cwd, env: { ...BINS, TEST_LOG_DIR: LOGS, PYTHONPATH } });
   runner(name, [xml], status);
 }
 
@@ -245,7 +248,7 @@ if (process.getuid?.() !== 0) {
   runner('voice', [report('voice.xml')], 1);
 } else {
   await nodeTests('voice', join(ROOT, 'e2e'), ['--test-concurrency=1', 'voice/'],
-    { ...BINS, TEST_LOG_DIR: LOGS, CHROMIUM_PATH: CHROMIUM, VA_TOOLS_DIR: TOOLS }, [join(ROOT, 'scripts/netns.sh')]);
+    { ...BINS, TEST_LOG_DIR: LOGS, CHROMIUM_PATH: CHROMIUM, VA_TOOLS_DIR: TOOLS, PYTHONPATH }, [join(ROOT, 'scripts/netns.sh')]);
 }
 
 say('== MCP conformance (the official suite against the worker\'s /mcp, baseline in e2e/mcp-conformance)');

@@ -141,6 +141,7 @@ export function voiceRoom(kind) {
       LIVEKIT_API_SECRET: livekitSecret,
       WORKER_URL: worker.url,
       RELAY_AGENT_SECRET: relay.agentSecret,
+      ...(process.env.PYTHONPATH ? { PYTHONPATH: process.env.PYTHONPATH } : {}),
       ...agentEnv,
     }, (line) => {
       try {
