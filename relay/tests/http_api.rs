@@ -1,5 +1,5 @@
 //! In-process HTTP tests: `relay::run` on port 0 with a test config, driven with reqwest over
-//! loopback. The Socket.IO side is exercised by the protocol tests in `web/test/protocol/`.
+//! loopback. The Socket.IO side is exercised by the protocol tests in `e2e/protocol/`.
 
 use std::time::Duration;
 

@@ -9,11 +9,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::http::{self, HeaderValue, header};
-use clap::Parser;
-use relay::config::{Cli, Config};
 use relay::delivery::Io;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+mod common;
 
 /// Every wait of this test is bounded by this.
 const WAIT: Duration = Duration::from_secs(10);
@@ -28,33 +28,7 @@ fn cookie() -> String {
 }
 
 async fn spawn_relay() -> (SocketAddr, Io) {
-    let cli = Cli::try_parse_from([
-        "relay",
-        "--addr",
-        "127.0.0.1:0",
-        "--livekit-api-key",
-        "devkey",
-        "--livekit-api-secret",
-        "test-livekit-secret-0123456789abcdef",
-        "--agent-secret",
-        "test-agent-secret-0123456789",
-        "--token-mode",
-        "open",
-    ])
-    .expect("flags");
-    let config = Config::from_options(cli.options).expect("valid config");
-    let app = relay::App::new(config, None);
-    let (router, io) = relay::build(app).await.expect("build");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-    });
-    (addr, io)
+    common::serve_with_io(&["--token-mode", "open"]).await
 }
 
 /// Reads one (unmasked, unfragmented) frame from the server and returns its text.

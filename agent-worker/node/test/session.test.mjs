@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { initializeLogger, voice } from '@livekit/agents';
 import { WorkerClient, uiTools } from '../dist/index.js';
 import { catalog } from './catalog.mjs';
-import { eventually, startStack, within } from './harness.mjs';
+import { eventually, startStack, within } from '../../../e2e/harness/index.mjs';
 
 initializeLogger({ pretty: false, level: 'fatal' });
 

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { llm } from '@livekit/agents';
 import { UiTools, WorkerClient, WorkerError, composeInstructions, uiTools } from '../dist/index.js';
 import { byName, catalog } from './catalog.mjs';
-import { eventually, startStack, within } from './harness.mjs';
+import { eventually, startStack, within } from '../../../e2e/harness/index.mjs';
 
 let stack;
 before(async () => { stack = await startStack({ catalog }); });

@@ -152,7 +152,49 @@ class Hooks:
     on_tool: Callable[[CallOutcome], None] | None = None
     on_user: Callable[[rtc.RemoteParticipant], None] | None = None
     on_session: Callable[[AgentSession[Any]], Awaitable[None] | None] | None = None
+    on_turn: Callable[[str, bool], None] | None = None
     greeting: str | None = field(default=GREETING_INSTRUCTIONS)
+
+
+#: The RPC methods the page calls when push-to-talk is pressed and released.
+START_TURN_RPC = "start_turn"
+END_TURN_RPC = "end_turn"
+
+
+def register_turn_rpc(
+    room: rtc.Room,
+    session: AgentSession[Any],
+    user_identity: str,
+    on_turn: Callable[[str, bool], None] | None = None,
+) -> None:
+    """Push-to-talk from the user's tab: ``start_turn`` interrupts the agent's speech.
+
+    ``end_turn`` needs nothing more here: the session's turn detection ends the user's turn.
+    Calls from other participants are refused. ``on_turn`` gets the method and whether a
+    speech was interrupted.
+    """
+
+    def turn(method: str) -> Callable[[rtc.RpcInvocationData], Awaitable[str]]:
+        async def handle(data: rtc.RpcInvocationData) -> str:
+            if data.caller_identity != user_identity:
+                refused = "not this session's user"
+                raise rtc.RpcError(rtc.RpcError.ErrorCode.APPLICATION_ERROR, refused)
+            interrupted = False
+            speech = session.current_speech
+            if method == START_TURN_RPC and speech is not None and not speech.interrupted:
+                try:
+                    session.interrupt()
+                    interrupted = True
+                except RuntimeError as e:  # a speech that does not allow interruptions
+                    logger.info("push-to-talk could not interrupt the agent: %s", e)
+            if on_turn is not None:
+                on_turn(method, interrupted)
+            return "ok"
+
+        return handle
+
+    for method in (START_TURN_RPC, END_TURN_RPC):
+        room.local_participant.register_rpc_method(method, turn(method))
 
 
 async def fetch_offer(ui: UiTools) -> ToolOffer:
@@ -224,6 +266,7 @@ async def run_session(
             audio_output=pipeline.tts is not None,
         ),
     )
+    register_turn_rpc(ctx.room, session, participant.identity, hooks.on_turn)
     if hooks.on_session is not None:
         waited = hooks.on_session(session)
         if waited is not None:

@@ -1,15 +1,18 @@
-//! A relay started in-process for the HTTP tests: `relay::run` on port 0 with the flags a test
-//! adds to a base configuration, driven with reqwest over loopback.
+//! A relay started in-process for the integration tests: `relay::run` (or the router alone, with
+//! its Socket.IO handle) on port 0 with the flags a test adds to a base configuration, driven
+//! with reqwest or a raw socket over loopback.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
 use relay::config::{Cli, Config};
+use relay::delivery::Io;
 
 pub const AGENT_SECRET: &str = "test-agent-secret-0123456789";
 pub const LIVEKIT_SECRET: &str = "test-livekit-secret-0123456789abcdef";
 
+#[allow(dead_code)] // each test crate compiles this module; not all of them use every item
 pub struct Relay {
     pub addr: SocketAddr,
     pub http: reqwest::Client,
@@ -17,9 +20,9 @@ pub struct Relay {
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
 
-/// Starts a relay on a free loopback port: LiveKit key `devkey`, [`AGENT_SECRET`], a 500 ms
-/// drain, then `flags`.
-pub async fn start(flags: &[&str]) -> Relay {
+/// The configuration of a test relay: port 0 on loopback, LiveKit key `devkey`,
+/// [`AGENT_SECRET`], a 500 ms drain, then `flags`.
+pub fn config(flags: &[&str]) -> Config {
     let base = [
         "relay",
         "--addr",
@@ -34,7 +37,13 @@ pub async fn start(flags: &[&str]) -> Relay {
         "500",
     ];
     let cli = Cli::try_parse_from(base.iter().chain(flags)).expect("flags");
-    let config = Config::from_options(cli.options).expect("valid config");
+    Config::from_options(cli.options).expect("valid config")
+}
+
+/// Starts a relay on a free loopback port with [`config`]`(flags)`.
+#[allow(dead_code)] // each test crate compiles this module; not all of them use every item
+pub async fn start(flags: &[&str]) -> Relay {
+    let config = config(flags);
     let listener = tokio::net::TcpListener::bind(config.addr).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -52,6 +61,25 @@ pub async fn start(flags: &[&str]) -> Relay {
     }
 }
 
+/// Builds the relay in-process and serves its router on a free loopback port; returns the
+/// address and the Socket.IO handle, for tests that inspect the sockets themselves.
+#[allow(dead_code)] // each test crate compiles this module; not all of them use every item
+pub async fn serve_with_io(flags: &[&str]) -> (SocketAddr, Io) {
+    let app = relay::App::new(config(flags), None);
+    let (router, io) = relay::build(app).await.expect("build");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+    });
+    (addr, io)
+}
+
+#[allow(dead_code)] // each test crate compiles this module; not all of them use every item
 impl Relay {
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)

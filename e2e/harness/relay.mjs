@@ -1,0 +1,268 @@
+// The relay and the agent worker under test: the real binaries on port 0 with fresh test secrets,
+// and browser tabs played with the official socket.io-client.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import assert from 'node:assert/strict';
+import { io } from 'socket.io-client';
+import { relayBin, workerBin, webDist } from './paths.mjs';
+import { Server, launchServer, sleep, within } from './proc.mjs';
+
+export const LIVEKIT_KEY = 'devkey';
+
+/** A fresh test secret: `prefix-` and 48 hex digits. */
+export const secret = (prefix) => `${prefix}-${randomBytes(24).toString('hex')}`;
+/** A fresh token-issuer secret (what an operator puts in RELAY_TOKEN_ISSUER_SECRET). */
+export const issuerSecret = () => secret('is');
+/** A well-formed key that no relay issued. */
+export const strangerKey = () => `va_${randomBytes(32).toString('hex')}`;
+
+/**
+ * Starts a relay. `env` overrides its environment. By default it runs the token service open
+ * (anyone gets a token, always in a fresh room) with bare-key binding on, so the tests of
+ * binding and calls need no credential to mint; tests of the token modes set their own.
+ */
+export async function startRelay(env = {}, { name = 'relay' } = {}) {
+  const agentSecret = env.RELAY_AGENT_SECRET?.split(',')[0] ?? secret('as');
+  const livekitSecret = env.LIVEKIT_API_SECRET ?? secret('lk');
+  const fullEnv = {
+    PATH: process.env.PATH,
+    RUST_LOG: process.env.RELAY_TEST_RUST_LOG ?? 'debug',
+    RELAY_ADDR: '127.0.0.1:0',
+    LIVEKIT_URL: 'ws://127.0.0.1:7880',
+    LIVEKIT_API_KEY: LIVEKIT_KEY,
+    LIVEKIT_API_SECRET: livekitSecret,
+    RELAY_AGENT_SECRET: agentSecret,
+    RELAY_WEB_DIR: webDist,
+    RELAY_TOKEN_MODE: 'open',
+    RELAY_ALLOW_BARE_KEYS: 'true',
+    ...env,
+  };
+  const started = await launchServer({ name, bin: relayBin, env: fullEnv, stream: 'stdout', banner: 'relay' });
+  const issuer = fullEnv.RELAY_TOKEN_MODE === 'issuer' ? fullEnv.RELAY_TOKEN_ISSUER_SECRET?.split(',')[0] : undefined;
+  const relay = new Relay({ ...started, agentSecret, livekitSecret, issuerSecret: issuer });
+  relay.remember(agentSecret, livekitSecret, ...(fullEnv.RELAY_TOKEN_ISSUER_SECRET ?? '').split(','), fullEnv.RELAY_APP_JWT_SECRET);
+  return relay;
+}
+
+/** Starts `agent-worker serve` next to `relay`; its log must not hold what the relay's may not. */
+export async function startWorker(relay, env = {}) {
+  const livekitSecret = env.LIVEKIT_API_SECRET ?? relay.livekitSecret;
+  const started = await launchServer({
+    name: 'worker',
+    bin: workerBin,
+    args: ['serve'],
+    env: {
+      PATH: process.env.PATH,
+      RUST_LOG: 'debug',
+      WORKER_ADDR: '127.0.0.1:0',
+      RELAY_URL: relay.url,
+      RELAY_AGENT_SECRET: relay.agentSecret,
+      LIVEKIT_API_KEY: LIVEKIT_KEY,
+      LIVEKIT_API_SECRET: livekitSecret,
+      ...env,
+    },
+    stream: 'stderr',
+    banner: 'agent-worker',
+  });
+  const worker = new Relay({ ...started, agentSecret: relay.agentSecret, livekitSecret });
+  worker.remember(livekitSecret, env.VAPI_SECRET);
+  relay.share(worker);
+  return worker;
+}
+
+/**
+ * Runs the relay binary until it exits (a configuration it refuses, `check-config`), with only
+ * PATH and `env` in its environment; resolves with its exit code and its whole output.
+ */
+export function runRelay(env, args = [], ms = 10000) {
+  return within(ms, new Promise((resolveR) => {
+    const p = spawn(relayBin, args, { env: { PATH: process.env.PATH, ...env } });
+    let out = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.stderr.on('data', (d) => { out += d; });
+    p.on('exit', (code) => resolveR({ code, out }));
+  }), 'relay to exit');
+}
+
+/** Runs `agent-worker <args>` against `relay`; resolves with its exit code and output. */
+export function runWorker(relay, args, env = {}, ms = 20000) {
+  return within(ms, new Promise((resolveW) => {
+    const p = spawn(workerBin, args, {
+      env: { PATH: process.env.PATH, RELAY_URL: relay.url, RELAY_AGENT_SECRET: relay.agentSecret, RUST_LOG: 'debug', ...env },
+    });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => { stdout += d; });
+    p.stderr.on('data', (d) => { stderr += d; });
+    p.on('exit', (code) => {
+      let json;
+      try { json = JSON.parse(stdout.trim().split('\n').pop()); } catch { json = undefined; }
+      resolveW({ code, stdout, stderr, json });
+    });
+  }), `agent-worker ${args[0]}`);
+}
+
+/** A relay (or a worker) under test, with what the tests ask of it over HTTP and its tabs. */
+export class Relay extends Server {
+  constructor({ agentSecret, livekitSecret, issuerSecret: issuer, ...started }) {
+    super(started);
+    this.agentSecret = agentSecret;
+    this.livekitSecret = livekitSecret;
+    /** In issuer mode: what `token()` presents, as the app's backend would. */
+    this.issuerSecret = issuer;
+    this.tabs = [];
+  }
+
+  /**
+   * POST /token with `body`, presenting `bearer` (the issuer secret by default in issuer mode;
+   * an app session JWT in app-jwt mode); resolves with the raw answer.
+   */
+  async requestToken(body = {}, { bearer = this.issuerSecret } = {}) {
+    const headers = { 'content-type': 'application/json' };
+    if (bearer) {
+      headers.authorization = `Bearer ${bearer}`;
+      this.remember(bearer);
+    }
+    const res = await this.fetch('/token', { method: 'POST', headers, body: JSON.stringify(body) });
+    if (res.status === 200) this.remember(res.body.token, res.body.apiKey);
+    return res;
+  }
+
+  /** Mints a token (POST /token); fails the test unless it is issued. */
+  async token(body = {}, opts = {}) {
+    const res = await this.requestToken(body, opts);
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    return res.body;
+  }
+
+  /** Posts a tool call as the agent. */
+  async call(body, { secret: agentSecret = this.agentSecret, headers = {}, raw } = {}) {
+    const h = { 'content-type': 'application/json', ...headers };
+    if (agentSecret !== null) h.authorization = `Bearer ${agentSecret}`;
+    return this.fetch('/api/voice-agent/tool-call', { method: 'POST', headers: h, body: raw ?? JSON.stringify(body) });
+  }
+
+  async keyState(apiKey, agentSecret = this.agentSecret) {
+    return this.fetch(`/api/voice-agent/keys/${apiKey}`, { headers: { authorization: `Bearer ${agentSecret}` } });
+  }
+
+  async revoke(apiKey, agentSecret = this.agentSecret) {
+    return this.fetch(`/api/voice-agent/keys/${apiKey}`, { method: 'DELETE', headers: { authorization: `Bearer ${agentSecret}` } });
+  }
+
+  /** Opens a tab: a socket.io-client socket, optionally with a handshake token. */
+  tab({ token, transports = ['websocket'], auth, autoConnect = true, reconnection = false } = {}) {
+    const socket = io(this.url, {
+      transports,
+      auth: auth ?? (token ? { token } : undefined),
+      forceNew: true,
+      reconnection,
+      reconnectionDelay: 100,
+      reconnectionDelayMax: 200,
+      autoConnect,
+      timeout: 5000,
+    });
+    const tab = new Tab(socket);
+    this.tabs.push(tab);
+    return tab;
+  }
+
+  /** A tab bound through the handshake token; resolves once connected and online. */
+  async boundTab(opts = {}) {
+    const minted = await this.token();
+    const tab = this.tab({ token: minted.token, ...opts });
+    await tab.connected();
+    await this.waitState(minted.apiKey, 'online');
+    return { tab, ...minted };
+  }
+
+  /** Polls the key's state until it is `state` (null: unknown, 404), bounded. */
+  async waitState(apiKey, state, ms = 5000) {
+    const until = Date.now() + ms;
+    let last;
+    while (Date.now() < until) {
+      last = await this.keyState(apiKey);
+      if ((state === null && last.status === 404) || last.body?.state === state) return last;
+      await sleep(20);
+    }
+    throw new Error(`key never reached state ${state}; last: ${JSON.stringify(last?.body)}`);
+  }
+
+  async stop(opts) {
+    for (const t of this.tabs) t.socket.close();
+    return super.stop(opts);
+  }
+}
+
+/**
+ * One browser tab's socket, recording every event it receives. `handlers[tool](params, meta)`
+ * answers `voice-agent:<tool>` calls (its value is the ack; a thrown error becomes
+ * `{ok:false,error}`).
+ */
+export class Tab {
+  constructor(socket, handlers = {}) {
+    this.socket = socket;
+    this.events = [];
+    this.waiters = [];
+    socket.onAny((event, ...args) => {
+      this.record(event, args);
+      this.answer(handlers, event, args);
+    });
+    // Reserved events do not reach onAny.
+    socket.on('disconnect', (reason) => this.record('disconnect', [reason]));
+    socket.on('connect', () => this.record('connect', []));
+  }
+
+  record(event, args) {
+    this.events.push({ event, args });
+    this.waiters = this.waiters.filter((w) => !w(event, args));
+  }
+
+  answer(handlers, event, args) {
+    const name = event.startsWith('voice-agent:') ? event.slice('voice-agent:'.length) : undefined;
+    const ack = typeof args.at(-1) === 'function' ? args.at(-1) : undefined;
+    const handler = name && handlers[name];
+    if (!handler || !ack) return;
+    Promise.resolve()
+      .then(() => handler(args[0], args[1]))
+      .then((result) => ack(result === undefined ? { ok: true, result: null } : result))
+      .catch((e) => ack({ ok: false, error: { code: e.code ?? 'tool_failed', message: e.message } }));
+  }
+
+  connected(ms = 5000) {
+    if (this.socket.connected) return Promise.resolve();
+    return within(ms, new Promise((resolveC, reject) => {
+      this.socket.once('connect', resolveC);
+      this.socket.once('connect_error', (err) => reject(Object.assign(new Error(`connect_error: ${err.message}`), { data: err.data })));
+    }), 'the socket to connect');
+  }
+
+  connectError(ms = 5000) {
+    return within(ms, new Promise((resolveE, reject) => {
+      this.socket.once('connect_error', resolveE);
+      this.socket.once('connect', () => reject(new Error('connected, but a connect_error was expected')));
+    }), 'a connect_error');
+  }
+
+  /** Resolves with the args of the next (or an already received) `event` matching `pred`. */
+  next(event, pred = () => true, ms = 5000) {
+    const seen = this.events.find((e) => e.event === event && pred(...e.args));
+    if (seen) return Promise.resolve(seen.args);
+    return within(ms, new Promise((resolveN) => {
+      this.waiters.push((ev, args) => {
+        if (ev === event && pred(...args)) { resolveN(args); return true; }
+        return false;
+      });
+    }), `event ${event}`);
+  }
+
+  received(event) {
+    return this.events.filter((e) => e.event === event);
+  }
+
+  register(arg, ms = 5000) {
+    return within(ms, this.socket.emitWithAck('voice-agent:register', arg), 'the register ack');
+  }
+
+  close() { this.socket.close(); }
+}

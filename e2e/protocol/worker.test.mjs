@@ -1,0 +1,230 @@
+// The agent worker against the real relay and a real tab (official socket.io-client):
+// `agent-worker call`, LiveKit webhooks signed by LiveKit's own SDK, Vapi tool-calls, the demo.
+// A stand-in is used for one thing only: LiveKit's media server cannot run here, so the tests
+// sign and send the webhooks it would send, with its SDK.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { AccessToken, WebhookEvent } from 'livekit-server-sdk';
+import { startRelay, startWorker, runWorker, sleep, LIVEKIT_KEY, within } from '../harness/index.mjs';
+
+const VAPI_SECRET = 'vapi-shared-secret-0123456789';
+let relay;
+let worker;
+before(async () => {
+  relay = await startRelay();
+  worker = await startWorker(relay, { VAPI_SECRET });
+});
+after(async () => { await worker?.stop(); await relay?.stop(); });
+
+const CARDS = {
+  Past: { cardId: 'the-fool', cardName: 'The Fool', reversed: false },
+  Present: { cardId: 'the-tower', cardName: 'The Tower', reversed: true },
+  Future: { cardId: 'the-star', cardName: 'The Star', reversed: false },
+};
+
+/** A tab that answers draw_card with a fixed card per position and show_card with success. */
+async function cardTab() {
+  const bound = await relay.boundTab();
+  bound.tab.socket.on('voice-agent:draw_card', (p, meta, ack) => ack({ ok: true, result: CARDS[p.positionLabel] ?? CARDS.Past }));
+  bound.tab.socket.on('voice-agent:show_card', (p, meta, ack) => ack({ ok: true, result: { success: true, cardId: p.cardId, reversed: p.reversed } }));
+  return bound;
+}
+
+test('call: fire-and-forget and awaited, outcome as JSON, exit status', async () => {
+  const { tab, apiKey } = await cardTab();
+  const fire = await runWorker(relay, ['call', apiKey, 'OpenPopover', '{"message":"from the CLI"}']);
+  assert.equal(fire.code, 0, fire.stderr);
+  assert.equal(fire.json.ok, true);
+  assert.match(fire.json.callId, /^c_/);
+  assert.deepEqual((await tab.next('voice-agent:OpenPopover'))[0], { message: 'from the CLI' });
+
+  const drawn = await runWorker(relay, ['call', apiKey, 'draw_card', '{"positionLabel":"Present","promptRole":"now"}', '--await']);
+  assert.equal(drawn.code, 0, drawn.stderr);
+  assert.deepEqual(drawn.json.result, CARDS.Present);
+  tab.close();
+});
+
+test('call: schema violations never reach the relay; failures are typed, exit non-zero', async () => {
+  const { tab, apiKey } = await cardTab();
+  const bad = await runWorker(relay, ['call', apiKey, 'show_card', '{"cardId":"The Fool"}', '--await']);
+  assert.equal(bad.code, 1);
+  assert.equal(bad.json.ok, false);
+  assert.equal(bad.json.error.code, 'invalid_arguments');
+  assert.match(bad.json.error.message, /reversed/);
+  const notJson = await runWorker(relay, ['call', apiKey, 'OpenPopover', '{nope']);
+  assert.equal(notJson.code, 1);
+  assert.equal(notJson.json.error.code, 'invalid_arguments');
+  await sleep(100);
+  assert.equal(tab.received('voice-agent:show_card').length, 0);
+  assert.equal(tab.received('voice-agent:OpenPopover').length, 0);
+
+  tab.socket.on('voice-agent:slow', () => {});
+  const timeout = await runWorker(relay, ['call', apiKey, 'slow', '{}', '--await', '--timeout-ms', '200']);
+  assert.equal(timeout.code, 1);
+  assert.equal(timeout.json.error.code, 'timeout');
+  assert.match(timeout.json.callId, /^c_/);
+  tab.close();
+  await relay.waitState(apiKey, 'offline');
+  const offline = await runWorker(relay, ['call', apiKey, 'OpenPopover', '{}', '--timeout-ms', '200']);
+  assert.equal(offline.code, 1);
+  assert.equal(offline.json.error.code, 'tab_offline');
+  const wrongSecret = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_AGENT_SECRET: 'not-the-agent-secret-000' });
+  assert.equal(wrongSecret.json.error.code, 'unauthorized');
+  const noSecret = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_AGENT_SECRET: '' });
+  assert.equal(noSecret.code, 64);
+  assert.match(noSecret.stderr, /RELAY_AGENT_SECRET is required/);
+});
+
+async function signedWebhook(event, { secret = relay.livekitSecret, tamper = false } = {}) {
+  const body = event.toJsonString();
+  const at = new AccessToken(LIVEKIT_KEY, secret);
+  at.sha256 = createHash('sha256').update(body).digest('base64');
+  const jwt = await at.toJwt();
+  relay.remember(jwt);
+  const sent = tamper ? body.replace('tab-', 'tab-x') : body;
+  return worker.fetch('/livekit/webhook', { method: 'POST', headers: { 'content-type': 'application/webhook+json', authorization: jwt }, body: sent });
+}
+
+function participantEvent(name, { room, identity, apiKey }) {
+  const ev = new WebhookEvent({
+    id: `EV_${Math.random().toString(16).slice(2)}`,
+    createdAt: BigInt(Math.floor(Date.now() / 1000)),
+    room: { sid: 'RM_test', name: room },
+    participant: { sid: 'PA_test', identity, metadata: JSON.stringify({ apiKey }) },
+  });
+  ev.event = name;
+  return ev;
+}
+
+async function sessions() {
+  const r = await worker.fetch('/sessions', { headers: { authorization: `Bearer ${relay.agentSecret}` } });
+  assert.equal(r.status, 200);
+  return r.body.sessions;
+}
+
+test('LiveKit webhooks: a signed participant_joined opens a session; a tampered one changes nothing; participant_left revokes the key', async () => {
+  const { tab, apiKey, identity, roomName } = await cardTab();
+  const fp = createHash('sha256').update(apiKey).digest('hex').slice(0, 8);
+  const joined = participantEvent('participant_joined', { room: roomName, identity, apiKey });
+
+  const tampered = await signedWebhook(joined, { tamper: true });
+  assert.equal(tampered.status, 401);
+  const foreign = await signedWebhook(joined, { secret: 'some-other-livekit-secret-000000' });
+  assert.equal(foreign.status, 401);
+  const unsigned = await worker.fetch('/livekit/webhook', { method: 'POST', body: joined.toJsonString() });
+  assert.equal(unsigned.status, 401);
+  assert.deepEqual((await sessions()).filter((s) => s.key === fp), []);
+
+  const ok = await signedWebhook(joined);
+  assert.equal(ok.status, 200);
+  const open = (await sessions()).find((s) => s.key === fp);
+  assert.ok(open, 'session opened');
+  assert.equal(open.room, roomName);
+  assert.equal(open.mode, 'default');
+  assert.equal(open.source, 'livekit');
+  assert.ok(!JSON.stringify(await sessions()).includes(apiKey), 'sessions list shows fingerprints only');
+
+  // A tampered participant_left is refused and the key stays usable.
+  assert.equal((await signedWebhook(participantEvent('participant_left', { room: roomName, identity, apiKey }), { tamper: true })).status, 401);
+  assert.equal((await relay.keyState(apiKey)).body.state, 'online');
+
+  assert.equal((await signedWebhook(participantEvent('participant_left', { room: roomName, identity, apiKey }))).status, 200);
+  assert.deepEqual((await tab.next('voice-agent:revoked'))[0], { reason: 'revoked' });
+  const after = await relay.call({ apiKey, toolName: 'OpenPopover' });
+  assert.equal(after.status, 404);
+  assert.equal(after.body.error.code, 'unknown_key');
+  assert.equal((await sessions()).find((s) => s.key === fp), undefined);
+});
+
+test('LiveKit webhooks: room_finished closes the room\'s sessions and revokes their keys', async () => {
+  const a = await cardTab();
+  const b = await relay.boundTab();
+  const room = 'shared-room';
+  await signedWebhook(participantEvent('participant_joined', { room, identity: a.identity, apiKey: a.apiKey }));
+  await signedWebhook(participantEvent('participant_joined', { room, identity: b.identity, apiKey: b.apiKey }));
+  assert.equal((await sessions()).filter((s) => s.room === room).length, 2);
+  const finished = new WebhookEvent({ id: 'EV_end', createdAt: BigInt(1), room: { sid: 'RM_x', name: room } });
+  finished.event = 'room_finished';
+  assert.equal((await signedWebhook(finished)).status, 200);
+  assert.equal((await sessions()).filter((s) => s.room === room).length, 0);
+  assert.equal((await relay.keyState(a.apiKey)).status, 404);
+  assert.equal((await relay.keyState(b.apiKey)).status, 404);
+});
+
+function vapi(body, headers = { 'x-vapi-secret': VAPI_SECRET }) {
+  return worker.fetch('/vapi/webhook', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+}
+
+test('Vapi tool-calls: two calls, both results in order, single-line strings; errors as strings; wrong secret 401', async () => {
+  const { tab, apiKey } = await cardTab();
+  const message = {
+    type: 'tool-calls',
+    call: { id: 'call_xyz', metadata: { apiKey } },
+    toolCallList: [
+      { id: 'tc_1', type: 'function', function: { name: 'draw_card', arguments: { positionLabel: 'Future', promptRole: 'where it goes' } } },
+      { id: 'tc_2', type: 'function', function: { name: 'present_to_cassette', arguments: JSON.stringify({ title: 'Code', content: 'line one\nline two' }) } },
+    ],
+  };
+  const r = await vapi({ message });
+  assert.equal(r.status, 200);
+  assert.deepEqual(r.body.results.map((x) => x.toolCallId), ['tc_1', 'tc_2']);
+  for (const x of r.body.results) {
+    assert.equal(typeof x.result, 'string');
+    assert.ok(!/[\n\r]/.test(x.result), 'single line');
+  }
+  assert.deepEqual(JSON.parse(r.body.results[0].result), CARDS.Future);
+  assert.deepEqual(JSON.parse(r.body.results[1].result), { success: true });
+  assert.deepEqual((await tab.next('voice-agent:present_to_cassette'))[0], { title: 'Code', content: 'line one\nline two' });
+
+  // The toolCalls / parameters variant, unknown tools and invalid arguments: error strings, 200.
+  const mixed = await vapi({ message: {
+    type: 'tool-calls',
+    call: { metadata: { apiKey } },
+    toolCalls: [
+      { id: 'u1', function: { name: 'no_such_tool', parameters: {} } },
+      { id: 'u2', function: { name: 'show_card', parameters: { cardId: 'the-fool' } } },
+      { id: 'u3', function: { name: 'show_card', parameters: { cardId: 'the-fool', reversed: true } } },
+    ],
+  } });
+  assert.equal(mixed.status, 200);
+  const [u1, u2, u3] = mixed.body.results;
+  assert.match(u1.error, /^unknown_tool: /);
+  assert.match(u2.error, /^invalid_arguments: /);
+  assert.ok(!/[\n\r]/.test(u2.error));
+  assert.deepEqual(JSON.parse(u3.result), { success: true, cardId: 'the-fool', reversed: true });
+  assert.equal(tab.received('voice-agent:show_card').length, 1, 'only the valid show_card reached the tab');
+
+  const noKey = await vapi({ message: { type: 'tool-calls', call: { metadata: {} }, toolCallList: [{ id: 'k', function: { name: 'OpenPopover', arguments: {} } }] } });
+  assert.match(noKey.body.results[0].error, /^unknown_key: /);
+
+  assert.equal((await vapi({ message }, { 'x-vapi-secret': 'wrong-wrong-wrong-wrong' })).status, 401);
+  assert.equal((await vapi({ message }, {})).status, 401);
+  assert.equal((await vapi({ message }, { authorization: `Bearer ${VAPI_SECRET}` })).status, 200);
+  const other = await vapi({ message: { type: 'status-update', status: 'in-progress' } });
+  assert.equal(other.status, 200);
+  // The session log counted the calls; end-of-call-report closes it.
+  const fp = createHash('sha256').update(apiKey).digest('hex').slice(0, 8);
+  const s = (await sessions()).find((x) => x.key === fp);
+  assert.equal(s.source, 'vapi');
+  assert.ok(s.tools.draw_card.calls >= 1);
+  await vapi({ message: { type: 'end-of-call-report', call: { metadata: { apiKey } } } });
+  assert.equal((await sessions()).find((x) => x.key === fp), undefined);
+  tab.close();
+});
+
+test('demo: the scripted walk-through completes against a live tab', async () => {
+  const { tab, apiKey } = await cardTab();
+  const demo = await runWorker(relay, ['demo', apiKey], {}, 30000);
+  assert.equal(demo.code, 0, demo.stdout + demo.stderr);
+  assert.match(demo.stdout, /scripted, not an AI/);
+  assert.match(demo.stdout, /demo finished/);
+  assert.equal(tab.received('voice-agent:draw_card').length, 3);
+  assert.deepEqual(tab.received('voice-agent:show_card').map((e) => e.args[0]), [
+    { cardId: 'the-fool', reversed: false }, { cardId: 'the-tower', reversed: true }, { cardId: 'the-star', reversed: false },
+  ]);
+  const [cassette] = await tab.next('voice-agent:present_to_cassette');
+  assert.equal(cassette.title, 'Your spread');
+  assert.equal(cassette.content, 'Past: The Fool\nPresent: The Tower (reversed)\nFuture: The Star');
+  tab.close();
+});

@@ -1,0 +1,80 @@
+# Shared by scripts/manage.sh and the test run (scripts/test.mjs through scripts/lib/run.sh):
+# paths, messages, and reading .env. Sourced; ROOT is the repository.
+ROOT="${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+RUN_DIR="$ROOT/.run"
+ENV_FILE="$ROOT/.env"
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+RELAY_BIN="$TARGET/release/relay"
+WORKER_BIN="$TARGET/release/agent-worker"
+TOOLS_DIR="${VA_TOOLS_DIR:-$ROOT/.tools}"
+VENV="$TOOLS_DIR/venv"
+# The LiveKit server version `start` installs (go install of the published Go module).
+LIVEKIT_VERSION=v1.13.5
+
+say() { printf '%s\n' "$*"; }
+die() { printf 'manage.sh: %s\n' "$*" >&2; exit 1; }
+
+need() {
+  command -v "$1" >/dev/null 2>&1 || die "$1 is not installed. $2"
+}
+
+# Refuses an .env that is not plain KEY=VALUE lines (exit 64, as the binaries' config checks).
+check_env_syntax() {
+  [[ -f "$ENV_FILE" ]] || return 0
+  local n=0 line
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    n=$((n + 1))
+    [[ -z "${line//[[:space:]]/}" || "$line" =~ ^[[:space:]]*# ]] && continue
+    if ! [[ "$line" =~ ^[A-Za-z_][A-Za-z0-9_]*=[^\`\$\(\)\;]*$ ]]; then
+      printf 'manage.sh: %s line %d is not KEY=VALUE (no $, backquotes, parentheses or ;)\n' "$ENV_FILE" "$n" >&2
+      exit 64
+    fi
+  done <"$ENV_FILE"
+}
+
+# Loads .env into the environment of the commands that follow.
+load_env() {
+  check_env_syntax
+  if [[ -f "$ENV_FILE" ]]; then
+    set -a
+    # shellcheck disable=SC1090
+    . "$ENV_FILE"
+    set +a
+  fi
+}
+
+random_hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
+
+# Creates .env with fresh random secrets on first run; never overwrites it.
+ensure_env() {
+  if [[ -f "$ENV_FILE" ]]; then return; fi
+  umask 077
+  cat >"$ENV_FILE" <<EOF
+# Created by scripts/manage.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ). Keep it private (mode 600).
+RELAY_ADDR=${RELAY_ADDR:-127.0.0.1:3001}
+LIVEKIT_URL=${LIVEKIT_URL:-ws://127.0.0.1:7880}
+LIVEKIT_UDP_PORT=${LIVEKIT_UDP_PORT:-7882}
+LIVEKIT_API_KEY=devkey
+LIVEKIT_API_SECRET=$(random_hex 32)
+RELAY_AGENT_SECRET=$(random_hex 32)
+# Who may get a token. open: anyone, always in a fresh room of its own; the demo page asks for
+# its token itself, so "start" runs open, for development only. In production: issuer (your
+# app's backend asks POST /token with RELAY_TOKEN_ISSUER_SECRET, as deploy/compose*.yaml do) or
+# app-jwt; see docs/security.md.
+RELAY_TOKEN_MODE=open
+RELAY_TOKEN_ISSUER_SECRET=$(random_hex 32)
+# Tabs bind with their token; true only for frontends that register bare keys.
+RELAY_ALLOW_BARE_KEYS=false
+RELAY_URL=http://${RELAY_ADDR:-127.0.0.1:3001}
+WORKER_ADDR=${WORKER_ADDR:-127.0.0.1:3002}
+VAPI_SECRET=$(random_hex 32)
+# Development: the demo page defines a tool of its own (set_theme) with its handler, and the
+# worker offers such page tools to agents. Off in every deploy file: a page's text then reaches
+# the agent's model. WORKER_CATALOG names your app's tool catalog (docs/add-a-tool.md).
+WORKER_PAGE_TOOLS=true
+RUST_LOG=info
+EOF
+  chmod 600 "$ENV_FILE"
+  say "created $ENV_FILE with fresh secrets"
+}
+
