@@ -138,3 +138,11 @@ export const sumErrors = (maps) => {
   for (const m of maps) for (const [k, v] of Object.entries(m ?? {})) out[k] = (out[k] ?? 0) + v;
   return out;
 };
+
+/// The kernel's count of connections dropped because a listener's accept queue was full.
+export function listenOverflows() {
+  const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n').filter((l) => l.startsWith('TcpExt:'));
+  const [names, values] = lines.map((l) => l.trim().split(/\s+/));
+  const i = names.indexOf('ListenOverflows');
+  return i > 0 ? Number(values[i]) : null;
+}

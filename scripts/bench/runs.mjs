@@ -3,7 +3,7 @@
 // and the lost node.
 import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { cpuTicks, kill, percentiles, redisCli, redisInfo, rssKib, startLoadgen, startRedis, startRelay, sumErrors } from './procs.mjs';
+import { cpuTicks, kill, listenOverflows, percentiles, redisCli, redisInfo, rssKib, startLoadgen, startRedis, startRelay, sumErrors } from './procs.mjs';
 
 const TABS_PER_GENERATOR = 16000; // each process may hold 20,000 open files
 const REDIS_PORT = 4290;
@@ -45,12 +45,14 @@ async function generators(ctx, relays, perNode, extra = []) {
 }
 
 async function bindAll(gens) {
+  const overflows = listenOverflows();
+  const cmds = redisInfo(REDIS_PORT, 'stats').total_commands_processed;
   for (const g of gens) g.send('bind');
   const bound = await Promise.all(gens.map((g) => g.next('bound')));
   const started = Math.min(...bound.map((b) => b.started_unix_ms));
   const ended = Math.max(...bound.map((b) => b.ended_unix_ms));
   const n = bound.reduce((s, b) => s + b.bound, 0);
-  return { bound: n, failures: bound.reduce((s, b) => s + b.failures, 0), first_failure: bound.find((b) => b.first_failure)?.first_failure ?? null, ms: ended - started, per_s: Math.round(n / ((ended - started) / 1000)) };
+  return { bound: n, failures: bound.reduce((s, b) => s + b.failures, 0), first_failure: bound.find((b) => b.first_failure)?.first_failure ?? null, ms: ended - started, per_s: Math.round(n / ((ended - started) / 1000)), listen_overflows: listenOverflows() - overflows, tab_bind_ms: { p50: Math.max(...bound.map((b) => b.tab_bind_ms.p50)), p99: Math.max(...bound.map((b) => b.tab_bind_ms.p99)), max: Math.max(...bound.map((b) => b.tab_bind_ms.max)), over_1s: bound.reduce((s, b) => s + b.tab_bind_ms.over_1s, 0) }, redis_commands_per_bind: Math.round(((redisInfo(REDIS_PORT, 'stats').total_commands_processed - cmds) / n) * 10) / 10, generator_rss_kib: gens.map((g) => rssKib(g.proc.pid)) };
 }
 
 /// Calls at `rate` (split over the generators) for `secs`, with the relays' and Redis's CPU and
@@ -65,22 +67,33 @@ async function callPhase(gens, relays, redis, secs, rate, during) {
   const after = { relay: pids.map(cpuTicks), redis: cpuTicks(redis.pid), cmds: redisInfo(REDIS_PORT, 'stats').total_commands_processed, at: Date.now() };
   const group = (name) => {
     const gs = out.map((o) => o.calls[name]);
-    return { ok: gs.reduce((s, x) => s + x.ok, 0), wrong_answer: gs.reduce((s, x) => s + x.wrong_answer, 0), errors: sumErrors(gs.map((x) => x.errors)), latency_us: percentiles(gs.map((x) => x.hist)) };
+    return { ok: gs.reduce((s, x) => s + x.ok, 0), wrong_answer: gs.reduce((s, x) => s + x.wrong_answer, 0), errors: sumErrors(gs.map((x) => x.errors)), latency_us: percentiles(gs.map((x) => x.hist)), hist: gs.flatMap((x) => x.hist) };
   };
   const relayTicks = after.relay.reduce((s, t, i) => s + ((t ?? 0) - (before.relay[i] ?? 0)), 0);
   const res = {
     secs, rate, sent: out.reduce((s, o) => s + o.calls.sent, 0), skipped: out.reduce((s, o) => s + o.calls.skipped, 0),
-    quiet: group('quiet'), others: group('others'), moved: group('moved'),
-    misrouted: out.reduce((s, o) => s + o.misrouted, 0) + ['quiet', 'others', 'moved'].reduce((s, k) => s + out.reduce((a, o) => a + o.calls[k].wrong_answer, 0), 0),
+    quiet: group('quiet'), others: group('others'), caught: group('caught'), back: group('back'),
+    misrouted: out.reduce((s, o) => s + o.misrouted, 0) + ['quiet', 'others', 'caught', 'back'].reduce((s, k) => s + out.reduce((a, o) => a + o.calls[k].wrong_answer, 0), 0),
     duplicated: out.reduce((s, o) => s + o.duplicated, 0),
     relay_cpu_ms: relayTicks * 10, redis_cpu_ms: ((after.redis ?? 0) - (before.redis ?? 0)) * 10,
     redis_commands: after.cmds - before.cmds, wall_ms: after.at - before.at, loadavg_1m: load1(),
     roam: out.map((o) => o.roam), side: sideOut,
   };
-  const ok = res.quiet.ok + res.others.ok + res.moved.ok;
+  const ok = res.quiet.ok + res.others.ok + res.caught.ok + res.back.ok;
   res.relay_cpu_us_per_call = ok ? Math.round((relayTicks * 10000) / ok) : null;
   res.redis_commands_per_call = ok ? Math.round((res.redis_commands / ok) * 10) / 10 : null;
   return res;
+}
+
+/// What the nodes and Redis spend with every tab held and no calls (pings, heartbeats).
+async function idlePhase(relays, redis, secs) {
+  const pids = relays.map((r) => r.proc.pid);
+  const t0 = { relay: pids.map(cpuTicks), redis: cpuTicks(redis.pid), cmds: redisInfo(REDIS_PORT, 'stats').total_commands_processed, at: Date.now() };
+  await sleep(secs * 1000);
+  const t1 = { relay: pids.map(cpuTicks), redis: cpuTicks(redis.pid), cmds: redisInfo(REDIS_PORT, 'stats').total_commands_processed, at: Date.now() };
+  const dt = (t1.at - t0.at) / 1000;
+  const relayMs = t1.relay.reduce((s, t, i) => s + (t - t0.relay[i]), 0) * 10;
+  return { secs: dt, relay_cpu_ms_per_s: Math.round(relayMs / dt), redis_cpu_ms_per_s: Math.round(((t1.redis - t0.redis) * 10) / dt), redis_commands_per_s: Math.round((t1.cmds - t0.cmds) / dt), loadavg_1m: load1() };
 }
 
 export async function scaleRun(ctx, tabs, nodes, callSecs, callRate) {
@@ -100,12 +113,18 @@ export async function scaleRun(ctx, tabs, nodes, callSecs, callRate) {
     const rssAfter = c.relays.map((r) => rssKib(r.proc.pid));
     const redisAfter = redisInfo(REDIS_PORT, 'memory').used_memory;
     const nodesOut = c.relays.map((r, i) => ({ port: r.port, tabs: perNode[i], rss_kib_before: rssBefore[i], rss_kib_with_tabs: rssAfter[i], rss_bytes_per_tab: Math.round(((rssAfter[i] - rssBefore[i]) * 1024) / perNode[i]) }));
-    log(`scale ${tabs}: bound ${bind.bound} in ${bind.ms} ms; calls…`);
+    log(`scale ${tabs}: bound ${bind.bound} in ${bind.ms} ms; idle…`);
+    const idle = await idlePhase(c.relays, c.redis, 10);
+    log(`scale ${tabs}: calls…`);
     const calls = await callPhase(gens, c.relays, c.redis, callSecs, callRate);
+    const ok = calls.quiet.ok;
+    calls.relay_cpu_us_per_call_above_idle = ok ? Math.round(((calls.relay_cpu_ms - idle.relay_cpu_ms_per_s * (calls.wall_ms / 1000)) * 1000) / ok) : null;
+    calls.redis_commands_per_call_above_idle = ok ? Math.round(((calls.redis_commands - idle.redis_commands_per_s * (calls.wall_ms / 1000)) / ok) * 10) / 10 : null;
     const res = {
-      tabs, nodes, generators: gens.length, bind, loadavg_1m_at_bind: loadAtBind, nodes_rss: nodesOut,
+      tabs, nodes, generators: gens.length, bind, idle, loadavg_1m_at_bind: loadAtBind, nodes_rss: nodesOut,
       redis_used_memory: { before: redisBefore, minted: redisMinted, bound: redisAfter, bytes_per_tab: Math.round((redisAfter - redisBefore) / tabs) },
       calls: { ...calls, roam: undefined },
+      tabs_lost_meanwhile: calls.roam.reduce((a, r) => a + r.drops, 0), tabs_bound_again: calls.roam.reduce((a, r) => a + r.rebinds, 0),
     };
     return res;
   } finally {

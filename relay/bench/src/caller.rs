@@ -1,8 +1,9 @@
 //! The rate-limited caller: awaited tool calls to random tabs at a fixed rate, each call on its
 //! own task (a call that waits for a tab between sockets does not hold back the next ones),
 //! spread over several nodes as a balancer would, over pooled keep-alive connections. Each
-//! answer must echo the tab and the call it was meant for. Calls are counted in three groups:
-//! before any tab was lost, and after, to tabs that were lost meanwhile and to the others.
+//! answer must echo the tab and the call it was meant for. Calls are counted in four groups:
+//! before any tab was lost; after, to tabs never lost; to a lost tab before it was bound again
+//! (in flight when it was lost, or sent while it was away); to a lost tab once bound again.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -70,8 +71,10 @@ pub struct CallsReport {
     pub quiet: GroupReport,
     /// After the first loss, to tabs never lost.
     pub others: GroupReport,
-    /// To tabs that were lost (the call may have started before).
-    pub moved: GroupReport,
+    /// To a lost tab before it was bound again: in flight when it was lost, or sent while away.
+    pub caught: GroupReport,
+    /// To a lost tab after it was bound again.
+    pub back: GroupReport,
 }
 
 fn report(g: Group) -> GroupReport {
@@ -119,7 +122,12 @@ struct ErrorBody {
 
 /// Runs the calls and waits for the last one.
 pub async fn run(plan: CallPlan, roam: Arc<Roam>, seq: Arc<AtomicU64>) -> CallsReport {
-    let groups = Arc::new(Mutex::new([Group::new(), Group::new(), Group::new()]));
+    let groups = Arc::new(Mutex::new([
+        Group::new(),
+        Group::new(),
+        Group::new(),
+        Group::new(),
+    ]));
     let pools: Arc<Vec<Mutex<Vec<Sender>>>> = Arc::new(
         plan.targets
             .iter()
@@ -159,6 +167,10 @@ pub async fn run(plan: CallPlan, roam: Arc<Roam>, seq: Arc<AtomicU64>) -> CallsR
         let (groups, pools, auth, roam) =
             (groups.clone(), pools.clone(), auth.clone(), roam.clone());
         let storm = roam.first_drop.load(Ordering::SeqCst) > 0;
+        let flag = |v: &Vec<std::sync::atomic::AtomicBool>| {
+            v.get(tab).is_some_and(|m| m.load(Ordering::SeqCst))
+        };
+        let back_at_start = flag(&roam.moved) && !flag(&roam.away_now);
         tasks.spawn(async move {
             let _permit = permit;
             let sent_at = Instant::now();
@@ -169,7 +181,9 @@ pub async fn run(plan: CallPlan, roam: Arc<Roam>, seq: Arc<AtomicU64>) -> CallsR
                 .get(tab)
                 .is_some_and(|m| m.load(Ordering::SeqCst));
             let mut all = groups.lock().unwrap_or_else(|e| e.into_inner());
-            let g = &mut all[if moved {
+            let g = &mut all[if back_at_start {
+                3
+            } else if moved {
                 2
             } else if storm {
                 1
@@ -195,9 +209,9 @@ pub async fn run(plan: CallPlan, roam: Arc<Roam>, seq: Arc<AtomicU64>) -> CallsR
     }
     while tasks.join_next().await.is_some() {}
     let duration_s = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
-    let [quiet, others, moved] = std::mem::replace(
+    let [quiet, others, caught, back] = std::mem::replace(
         &mut *groups.lock().unwrap_or_else(|e| e.into_inner()),
-        [Group::new(), Group::new(), Group::new()],
+        [Group::new(), Group::new(), Group::new(), Group::new()],
     );
     CallsReport {
         rate: plan.rate,
@@ -206,7 +220,8 @@ pub async fn run(plan: CallPlan, roam: Arc<Roam>, seq: Arc<AtomicU64>) -> CallsR
         skipped,
         quiet: report(quiet),
         others: report(others),
-        moved: report(moved),
+        caught: report(caught),
+        back: report(back),
     }
 }
 

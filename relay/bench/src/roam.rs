@@ -28,6 +28,8 @@ pub struct Roam {
     pub targets: Vec<SocketAddr>,
     /// Per tab: it lost its connection at least once.
     pub moved: Vec<AtomicBool>,
+    /// Per tab: lost and not bound again yet.
+    pub away_now: Vec<AtomicBool>,
     pub drops: AtomicU64,
     pub rebinds: AtomicU64,
     /// Tabs lost and not bound again yet.
@@ -46,6 +48,7 @@ impl Roam {
         Roam {
             targets,
             moved: (0..tabs).map(|_| AtomicBool::new(false)).collect(),
+            away_now: (0..tabs).map(|_| AtomicBool::new(false)).collect(),
             drops: AtomicU64::new(0),
             rebinds: AtomicU64::new(0),
             away: AtomicI64::new(0),
@@ -64,6 +67,9 @@ impl Roam {
         if let Some(m) = self.moved.get(index) {
             m.store(true, Ordering::SeqCst);
         }
+        if let Some(a) = self.away_now.get(index) {
+            a.store(true, Ordering::SeqCst);
+        }
         self.drops.fetch_add(1, Ordering::Relaxed);
         self.away.fetch_add(1, Ordering::SeqCst);
         let mut trips = self.trips.lock().unwrap_or_else(|e| e.into_inner());
@@ -71,8 +77,11 @@ impl Roam {
         trips.len() - 1
     }
 
-    fn rebound(&self, trip: usize) {
+    fn rebound(&self, index: usize, trip: usize) {
         let now = unix_ms();
+        if let Some(a) = self.away_now.get(index) {
+            a.store(false, Ordering::SeqCst);
+        }
         if let Some(t) = self
             .trips
             .lock()
@@ -198,7 +207,7 @@ pub async fn run(
                         if let Some(b) = first_bound.take() {
                             let _ = b.send(Ok(()));
                         } else if let Some(t) = trip.take() {
-                            roam.rebound(t);
+                            roam.rebound(index, t);
                         }
                     }
                 }

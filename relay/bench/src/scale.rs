@@ -130,17 +130,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                         roam.clone(),
                         tx,
                     ));
+                    let asked = tokio::time::Instant::now();
                     waiters.push(tokio::spawn(async move {
                         let r = rx.await.unwrap_or(Err("tab ended".into()));
                         drop(permit);
-                        r
+                        r.map(|()| asked.elapsed().as_millis() as u64)
                     }));
                 }
                 let (mut failures, mut first_failure) = (0usize, None);
                 let mut bound = Vec::new();
+                let mut took = Vec::with_capacity(total);
                 for (i, w) in waiters.into_iter().enumerate() {
                     match w.await? {
-                        Ok(()) => bound.push((i, tabs[i].1.key.clone())),
+                        Ok(ms) => {
+                            took.push(ms);
+                            bound.push((i, tabs[i].1.key.clone()));
+                        }
                         Err(e) => {
                             failures += 1;
                             first_failure.get_or_insert(e);
@@ -149,10 +154,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 }
                 let ended = unix_ms();
                 keys = Arc::new(bound);
+                // How long each tab took from its connect to its bind.
+                took.sort_unstable();
+                let q = |p: f64| {
+                    took.get(((took.len() as f64 * p) as usize).min(took.len().saturating_sub(1)))
+                        .copied()
+                };
                 say(json!({
                     "event": "bound", "tabs": total, "bound": keys.len(), "failures": failures,
                     "first_failure": first_failure, "started_unix_ms": started,
                     "ended_unix_ms": ended, "bind_ms": ended - started,
+                    "tab_bind_ms": {"p50": q(0.5), "p99": q(0.99), "max": took.last(),
+                        "over_1s": took.iter().filter(|&&t| t > 1000).count()},
                 }));
             }
             ["calls", secs, rate] => {
