@@ -38,7 +38,7 @@ export async function startRedis(root, port) {
 
 export const redisCli = (port, ...args) => execFileSync('redis-cli', ['-p', String(port), ...args], { timeout: 10000, stdio: ['ignore', 'pipe', 'ignore'] }).toString();
 
-/// One `INFO` section as numbers where they are numbers.
+// One `INFO` section as numbers where they are numbers.
 export function redisInfo(port, section) {
   const out = {};
   for (const line of redisCli(port, 'info', section).split('\n')) {
@@ -75,7 +75,7 @@ export async function startRelay(root, target, port, redisPort) {
   throw new Error(`relay on ${port} did not become ready`);
 }
 
-/// A generator driven by commands; `next(event)` resolves with its next JSON line of that event.
+// A generator driven by commands; `next(event)` resolves with its next JSON line of that event.
 export function startLoadgen(root, target, name, args) {
   const log = logFile(root, name);
   const proc = spawn(join(target, 'release/loadgen'), ['--control', '--secret', SECRET, ...args], { stdio: ['pipe', 'pipe', log] });
@@ -116,7 +116,7 @@ export function rssKib(pid) {
   } catch { return null; }
 }
 
-/// utime + stime clock ticks (1/100 s).
+// utime + stime clock ticks (1/100 s).
 export function cpuTicks(pid) {
   try {
     const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(')').pop().trim().split(/\s+/);
@@ -124,7 +124,7 @@ export function cpuTicks(pid) {
   } catch { return null; }
 }
 
-/// Merges `[µs, count]` lists and reads percentiles.
+// Merges `[µs, count]` lists and reads percentiles.
 export function percentiles(lists) {
   const all = lists.flat().sort((a, b) => a[0] - b[0]);
   const n = all.reduce((s, [, c]) => s + c, 0);
@@ -139,7 +139,7 @@ export const sumErrors = (maps) => {
   return out;
 };
 
-/// The kernel's count of connections dropped because a listener's accept queue was full.
+// The kernel's count of connections dropped because a listener's accept queue was full.
 export function listenOverflows() {
   const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n').filter((l) => l.startsWith('TcpExt:'));
   const [names, values] = lines.map((l) => l.trim().split(/\s+/));

@@ -11,7 +11,7 @@ const FIRST_PORT = 4121;
 const load1 = () => Math.round(loadavg()[0] * 100) / 100;
 const log = (...a) => process.stderr.write(`${a.join(' ')}\n`);
 
-/// Splits `n` into `parts` near-equal integers.
+// Splits `n` into `parts` near-equal integers.
 const split = (n, parts) => Array.from({ length: parts }, (_, i) => Math.floor(n / parts) + (i < n % parts ? 1 : 0));
 
 async function cluster(ctx, nodes) {
@@ -28,7 +28,7 @@ async function cluster(ctx, nodes) {
   return { redis, relays, stop: async () => { for (const r of relays) await kill(r.proc); await kill(redis); } };
 }
 
-/// Generators for `perNode[i]` tabs on node i, each up to TABS_PER_GENERATOR, from its own source address.
+// Generators for `perNode[i]` tabs on node i, each up to TABS_PER_GENERATOR, from its own source address.
 async function generators(ctx, relays, perNode, extra = []) {
   const total = perNode.reduce((a, b) => a + b, 0);
   const k = Math.ceil(total / TABS_PER_GENERATOR);
@@ -55,8 +55,8 @@ async function bindAll(gens) {
   return { bound: n, failures: bound.reduce((s, b) => s + b.failures, 0), first_failure: bound.find((b) => b.first_failure)?.first_failure ?? null, ms: ended - started, per_s: Math.round(n / ((ended - started) / 1000)), listen_overflows: listenOverflows() - overflows, tab_bind_ms: { p50: Math.max(...bound.map((b) => b.tab_bind_ms.p50)), p99: Math.max(...bound.map((b) => b.tab_bind_ms.p99)), max: Math.max(...bound.map((b) => b.tab_bind_ms.max)), over_1s: bound.reduce((s, b) => s + b.tab_bind_ms.over_1s, 0) }, redis_commands_per_bind: Math.round(((redisInfo(REDIS_PORT, 'stats').total_commands_processed - cmds) / n) * 10) / 10, generator_rss_kib: gens.map((g) => rssKib(g.proc.pid)) };
 }
 
-/// Calls at `rate` (split over the generators) for `secs`, with the relays' and Redis's CPU and
-/// Redis's commands over the same time; `during(startedAt)` runs alongside (the storm's kill).
+// Calls at `rate` (split over the generators) for `secs`, with the relays' and Redis's CPU and
+// Redis's commands over the same time; `during(startedAt)` runs alongside (the storm's kill).
 async function callPhase(gens, relays, redis, secs, rate, during) {
   const pids = relays.map((r) => r.proc.pid);
   const before = { relay: pids.map(cpuTicks), redis: cpuTicks(redis.pid), cmds: redisInfo(REDIS_PORT, 'stats').total_commands_processed, at: Date.now() };
@@ -85,7 +85,7 @@ async function callPhase(gens, relays, redis, secs, rate, during) {
   return res;
 }
 
-/// What the nodes and Redis spend with every tab held and no calls (pings, heartbeats).
+// What the nodes and Redis spend with every tab held and no calls (pings, heartbeats).
 async function idlePhase(relays, redis, secs) {
   const pids = relays.map((r) => r.proc.pid);
   const t0 = { relay: pids.map(cpuTicks), redis: cpuTicks(redis.pid), cmds: redisInfo(REDIS_PORT, 'stats').total_commands_processed, at: Date.now() };
