@@ -8,6 +8,7 @@
 //
 //   node scripts/bench.mjs [--reps 3] [--secs 10] [--quick] [--no-50k] [--no-cluster] [--cluster-only]
 //                          [--only id,id…] [--servers relay,reference,floor] [--wait-quiet SECS]
+//   node scripts/bench.mjs --scale | --storm [options of scripts/bench/scale.mjs]
 //
 // Figures: resident memory per idle tab (tabs send a browser's request headers) and after one
 // 32 KiB emit to every tab; server CPU per awaited call (utime+stime over the run / calls) at
@@ -32,6 +33,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const target = process.env.CARGO_TARGET_DIR ?? join(root, 'target');
 const argv = process.argv.slice(2);
+// Several relay nodes on one Redis at 10k–100k tabs, and a lost node: scripts/bench/scale.mjs.
+if (argv.includes('--scale') || argv.includes('--storm')) {
+  await (await import('./bench/scale.mjs')).main(argv, { root, target });
+  process.exit(0);
+}
 const flag = (name) => argv.includes(name);
 const opt = (name, dflt) => { const i = argv.indexOf(name); return i >= 0 ? Number(argv[i + 1]) : dflt; };
 const quick = flag('--quick');

@@ -172,6 +172,8 @@ usage: scripts/manage.sh <command>
                    reports in test-logs/reports/)
   bench [--quick]  run the benchmark (relay against the Node reference design); see scripts/bench.mjs
   bench --soak M   soak for M minutes on one node and on three (churning tabs, every call outcome)
+  bench --scale    six relays on one Redis at 10k, 50k and 100k tabs (memory, binds, calls)
+  bench --storm    a relay node killed under 19,000 tabs: how they come back, what calls meet
   check            validate the configuration without starting anything
 EOF
 }

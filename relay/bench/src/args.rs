@@ -67,6 +67,32 @@ pub struct Args {
     /// as the browser client does (0: tabs never declare).
     #[arg(long, default_value_t = 0)]
     pub handles: usize,
+    /// Several-node mode, driven by commands on stdin (`bind`, `calls SECS RATE`, `roam SECS`,
+    /// `exit`), one JSON line on stdout after each (`scripts/bench/scale.mjs` drives it): tabs
+    /// on the nodes of `--nodes`, calls from the rate-limited caller, tabs that reconnect.
+    #[arg(long)]
+    pub control: bool,
+    /// With `--control`: the nodes and how many tabs bind on each, `http://host:port=count,…`
+    /// (tokens are minted on the node the tab binds on).
+    #[arg(long, value_delimiter = ',')]
+    pub nodes: Vec<String>,
+    /// With `--control`: where calls go, one node after the other (`http://host:port,…`;
+    /// default: the nodes of `--nodes`).
+    #[arg(long, value_delimiter = ',')]
+    pub call_nodes: Vec<String>,
+    /// With `--control`: where a tab whose connection ended reconnects, a node picked at random
+    /// for each attempt (default: the nodes of `--nodes`).
+    #[arg(long, value_delimiter = ',')]
+    pub reconnect_nodes: Vec<String>,
+    /// Loopback source address of the tabs (each source and destination pair has ~28k ports).
+    #[arg(long)]
+    pub source_ip: Option<std::net::IpAddr>,
+    /// With `--control`: calls in flight at most (each holds a connection).
+    #[arg(long, default_value_t = 1500)]
+    pub max_in_flight: usize,
+    /// With `--control`: the relay's timeout for each call (`timeoutMs`).
+    #[arg(long, default_value_t = 10_000)]
+    pub call_timeout_ms: u64,
 }
 
 /// Tabs per loopback source address: each (source, destination) pair has ~28k ephemeral ports.

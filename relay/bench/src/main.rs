@@ -11,8 +11,12 @@
 
 mod agent;
 mod args;
+mod backoff;
+mod caller;
 mod meters;
 mod report;
+mod roam;
+mod scale;
 mod tab;
 
 use std::collections::BTreeMap;
@@ -39,17 +43,24 @@ fn main() -> anyhow::Result<()> {
         .worker_threads(1)
         .enable_all()
         .build()?;
+    if args.control {
+        return rt.block_on(scale::run(args));
+    }
     let report = rt.block_on(run(args))?;
     println!("{}", serde_json::to_string(&report)?);
     Ok(())
 }
 
-struct Minted {
+pub(crate) struct Minted {
     key: String,
     token: String,
 }
 
-async fn mint(http: &reqwest::Client, url: &str, n: usize) -> anyhow::Result<Vec<Minted>> {
+pub(crate) async fn mint(
+    http: &reqwest::Client,
+    url: &str,
+    n: usize,
+) -> anyhow::Result<Vec<Minted>> {
     let sem = Arc::new(tokio::sync::Semaphore::new(64));
     let mut tasks = Vec::with_capacity(n);
     for _ in 0..n {
@@ -78,7 +89,7 @@ async fn mint(http: &reqwest::Client, url: &str, n: usize) -> anyhow::Result<Vec
     Ok(out)
 }
 
-async fn resolve(url: &str) -> anyhow::Result<SocketAddr> {
+pub(crate) async fn resolve(url: &str) -> anyhow::Result<SocketAddr> {
     let host = url
         .strip_prefix("http://")
         .context("only http:// URLs")?

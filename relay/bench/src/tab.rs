@@ -10,9 +10,10 @@
 //! `origin`, a 200-byte cookie), so a server that keeps each socket's request head is measured
 //! with the head it would keep in production.
 
+use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -93,6 +94,10 @@ pub struct TabStats {
     pub acks_sent: AtomicU64,
     pub misrouted: AtomicU64,
     pub per_tab_fire: Vec<AtomicU64>,
+    /// The `seq` of every call received, when calls carry unique ones: a second delivery of the
+    /// same call to any tab counts in `duplicated`.
+    pub seen: Option<Mutex<HashSet<u64>>>,
+    pub duplicated: AtomicU64,
 }
 
 impl TabStats {
@@ -128,7 +133,7 @@ pub async fn run(
     }
 }
 
-async fn session(
+pub async fn session(
     server: SocketAddr,
     source: Option<IpAddr>,
     index: usize,
@@ -244,6 +249,14 @@ async fn session(
         };
         if params.tab != index {
             stats.misrouted.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(seen) = &stats.seen
+            && !seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(params.seq)
+        {
+            stats.duplicated.fetch_add(1, Ordering::Relaxed);
         }
         if ack_id.is_empty() {
             if let Some(c) = stats.per_tab_fire.get(index) {

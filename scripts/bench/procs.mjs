@@ -1,0 +1,148 @@
+// Processes of a several-node bench run: Redis, relay nodes on it, load generators driven line
+// by line (`loadgen --control`), and what is read of them from /proc and from Redis.
+import { spawn, execFileSync } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export const SECRET = 'bench-agent-secret-0123456789abcdef';
+
+export function logFile(root, name) {
+  mkdirSync(join(root, '.run/bench/scale'), { recursive: true });
+  return openSync(join(root, '.run/bench/scale', `${name}.log`), 'a');
+}
+
+async function exited(proc) {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  await new Promise((r) => proc.once('exit', r));
+}
+
+export async function kill(proc) {
+  proc.kill('SIGKILL');
+  await exited(proc);
+}
+
+export async function startRedis(root, port) {
+  const log = logFile(root, 'redis');
+  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', log, log] });
+  closeSync(log);
+  const until = Date.now() + 10000;
+  while (Date.now() < until) {
+    try { if (redisCli(port, 'ping').trim() === 'PONG') return proc; } catch { /* starting */ }
+    await sleep(100);
+  }
+  await kill(proc);
+  throw new Error('redis-server did not start; see .run/bench/scale/redis.log');
+}
+
+export const redisCli = (port, ...args) => execFileSync('redis-cli', ['-p', String(port), ...args], { timeout: 10000, stdio: ['ignore', 'pipe', 'ignore'] }).toString();
+
+// One `INFO` section as numbers where they are numbers.
+export function redisInfo(port, section) {
+  const out = {};
+  for (const line of redisCli(port, 'info', section).split('\n')) {
+    const [k, v] = line.trim().split(':');
+    if (v !== undefined) out[k] = Number.isNaN(Number(v)) ? v : Number(v);
+  }
+  return out;
+}
+
+export function relayEnv(port, redisPort) {
+  return {
+    PATH: process.env.PATH,
+    RELAY_ADDR: `127.0.0.1:${port}`, RELAY_REDIS_URL: `redis://127.0.0.1:${redisPort}`,
+    LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'bench-livekit-secret-0123456789ab',
+    RELAY_AGENT_SECRET: SECRET, RELAY_TOKEN_MODE: 'open', RELAY_TOKEN_RATE_PER_MIN: '100000000',
+    RELAY_AGENT_RATE_PER_SEC: '100000000', RUST_LOG: 'warn',
+  };
+}
+
+export async function startRelay(root, target, port, redisPort) {
+  const log = logFile(root, `relay-${port}`);
+  const proc = spawn(join(target, 'release/relay'), [], { env: relayEnv(port, redisPort), stdio: ['ignore', log, log] });
+  closeSync(log);
+  const until = Date.now() + 20000;
+  while (Date.now() < until) {
+    if (proc.exitCode !== null) throw new Error(`relay on ${port} exited ${proc.exitCode}; see .run/bench/scale/relay-${port}.log`);
+    try {
+      const r = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(1000) });
+      if (r.ok) return proc;
+    } catch { /* starting */ }
+    await sleep(100);
+  }
+  await kill(proc);
+  throw new Error(`relay on ${port} did not become ready`);
+}
+
+// A generator driven by commands; `next(event)` resolves with its next JSON line of that event.
+export function startLoadgen(root, target, name, args) {
+  const log = logFile(root, name);
+  const proc = spawn(join(target, 'release/loadgen'), ['--control', '--secret', SECRET, ...args], { stdio: ['pipe', 'pipe', log] });
+  closeSync(log);
+  const queue = [];
+  const waiting = [];
+  let ended = null;
+  createInterface({ input: proc.stdout }).on('line', (line) => {
+    let msg;
+    try { msg = JSON.parse(line); } catch { return; }
+    const w = waiting.findIndex((x) => x.event === msg.event);
+    if (w >= 0) waiting.splice(w, 1)[0].resolve(msg); else queue.push(msg);
+  });
+  proc.once('exit', (code, signal) => {
+    ended = `${name} exited (${code ?? signal}); see .run/bench/scale/${name}.log`;
+    for (const w of waiting.splice(0)) w.reject(new Error(ended));
+  });
+  return {
+    proc,
+    send: (line) => proc.stdin.write(`${line}\n`),
+    next: (event, timeoutMs = 600000) => {
+      const q = queue.findIndex((x) => x.event === event);
+      if (q >= 0) return Promise.resolve(queue.splice(q, 1)[0]);
+      if (ended) return Promise.reject(new Error(ended));
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`${name}: no ${event} within ${timeoutMs} ms`)), timeoutMs);
+        waiting.push({ event, resolve: (m) => { clearTimeout(timer); resolve(m); }, reject });
+      });
+    },
+    stop: async () => { try { proc.stdin.end('exit\n'); } catch { /* gone */ } await Promise.race([exited(proc), sleep(5000)]); await kill(proc); },
+  };
+}
+
+export function rssKib(pid) {
+  try {
+    const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/);
+    return m ? Number(m[1]) : null;
+  } catch { return null; }
+}
+
+// utime + stime clock ticks (1/100 s).
+export function cpuTicks(pid) {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(')').pop().trim().split(/\s+/);
+    return Number(f[11]) + Number(f[12]);
+  } catch { return null; }
+}
+
+// Merges `[µs, count]` lists and reads percentiles.
+export function percentiles(lists) {
+  const all = lists.flat().sort((a, b) => a[0] - b[0]);
+  const n = all.reduce((s, [, c]) => s + c, 0);
+  if (!n) return null;
+  const at = (q) => { let seen = 0; for (const [v, c] of all) { seen += c; if (seen >= q * n) return v; } return all.at(-1)[0]; };
+  return { n, p50: at(0.5), p90: at(0.9), p99: at(0.99), p999: at(0.999), max: all.at(-1)[0] };
+}
+
+export const sumErrors = (maps) => {
+  const out = {};
+  for (const m of maps) for (const [k, v] of Object.entries(m ?? {})) out[k] = (out[k] ?? 0) + v;
+  return out;
+};
+
+// The kernel's count of connections dropped because a listener's accept queue was full.
+export function listenOverflows() {
+  const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n').filter((l) => l.startsWith('TcpExt:'));
+  const [names, values] = lines.map((l) => l.trim().split(/\s+/));
+  const i = names.indexOf('ListenOverflows');
+  return i > 0 ? Number(values[i]) : null;
+}
