@@ -309,5 +309,9 @@ export default defineAgent({
 // Run as a program only (`node --test test/` imports every file here: it then does nothing).
 if (!process.env.NODE_TEST_CONTEXT && process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   // No CPU load limit (a small test machine with Chromium beside it), one idle job process.
-  cli.runApp(new ServerOptions({ agent: fileURLToPath(import.meta.url), loadThreshold: Infinity, numIdleProcesses: 1 }));
+  // The machine's CPU, LiveKit Agents' default load, is shared with the test's own servers and
+// Chromium: reported as this agent's load, it would make LiveKit's server withhold jobs from it.
+cli.runApp(new ServerOptions({
+  agent: fileURLToPath(import.meta.url), loadThreshold: Infinity, loadFunc: async () => 0, numIdleProcesses: 1,
+}));
 }

@@ -284,8 +284,13 @@ def build_server(
     session_entrypoint: Callable[[JobContext], Awaitable[None]],
     *,
     setup: Callable[[JobProcess], Any] | None = None,
+    load_fnc: Callable[[], float] | None = None,
 ) -> AgentServer:
     """An ``AgentServer`` dispatched into every new room (empty agent name).
+
+    ``load_fnc`` tells LiveKit how busy this agent is (0 to 1); by default LiveKit Agents
+    reports the machine's CPU use, and LiveKit's server sends no job to an agent whose load is
+    at its target.
 
     Jobs run in threads of this process by default (``AGENT_JOB_EXECUTOR=thread``): one
     process, no per-job interpreter start; ``process`` isolates each job instead.
@@ -297,6 +302,8 @@ def build_server(
         "num_idle_processes": settings.idle_processes,
         "setup_fnc": setup,
     }
+    if load_fnc is not None:
+        kwargs["load_fnc"] = load_fnc
     if settings.load_threshold is not None:
         threshold = settings.load_threshold
         kwargs["load_threshold"] = math.inf if threshold >= 1000 else threshold
