@@ -145,7 +145,12 @@ cmd_bench() {
     say "building the release relay…"
     cargo build --release -p relay
     web_deps
-    node "$ROOT/scripts/soak.mjs" --minutes "$minutes" --nodes both
+    if [[ "${3:-}" == --failover ]]; then
+      # Three nodes on a primary + replica + three sentinels, the primary failing over every 75 s.
+      node "$ROOT/scripts/soak.mjs" --minutes "$minutes" --nodes 3 --failover-every "${4:-75}"
+    else
+      node "$ROOT/scripts/soak.mjs" --minutes "$minutes" --nodes both
+    fi
     return
   fi
   say "building release binaries (relay, loadgen)…"
@@ -172,6 +177,7 @@ usage: scripts/manage.sh <command>
                    reports in test-logs/reports/)
   bench [--quick]  run the benchmark (relay against the Node reference design); see scripts/bench.mjs
   bench --soak M   soak for M minutes on one node and on three (churning tabs, every call outcome)
+  bench --soak M --failover [S]   three nodes on Redis with sentinels, the primary failing over every S s (75)
   bench --scale    six relays on one Redis at 10k, 50k and 100k tabs (memory, binds, calls)
   bench --storm    a relay node killed under 19,000 tabs: how they come back, what calls meet
   check            validate the configuration without starting anything

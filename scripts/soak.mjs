@@ -6,6 +6,13 @@
 // retries. On one relay and on three relays sharing one Redis (when redis-server is installed).
 //
 //   node scripts/soak.mjs [--minutes 1] [--tabs 24] [--agents 6] [--nodes 1|3|both] [--bin PATH]
+//                         [--failover-every S]
+//
+// With --failover-every S, the three nodes share a primary + replica watched by three sentinels
+// (redis+sentinel://), and every S seconds the primary fails over, by turns with SENTINEL
+// FAILOVER and with SIGKILL (the killed server then comes back as a replica). Calls, token
+// requests and churn that fail with 503 `unavailable` (or time out) around a failover are
+// counted per failover, with how long calls failed, instead of as unexpected.
 //
 // At the end it checks: 0 misrouted, 0 lost, 0 duplicated; every answer from the error table
 // (never a 500 or a hang); the relay's resident memory within 5% of its value after the warm-up
@@ -33,6 +40,7 @@ const minutes = Number(opt('--minutes', '1'));
 const tabCount = Number(opt('--tabs', '24'));
 const agentCount = Number(opt('--agents', '6'));
 const nodesOpt = opt('--nodes', 'both');
+const failoverEvery = Number(opt('--failover-every', '0'));
 const bin = opt('--bin', join(process.env.CARGO_TARGET_DIR ?? join(root, 'target'), 'release/relay'));
 const GRACE_MS = 1500;
 const CALL_TIMEOUT_MS = 800;
@@ -110,7 +118,12 @@ async function metrics(url) {
 async function run(mode) {
   const nodes = [];
   let redis;
-  if (mode === 3) {
+  let failover;
+  if (mode === 3 && failoverEvery > 0) {
+    failover = await startFailovers();
+    redis = failover.redis;
+    for (const n of ['a', 'b', 'c']) nodes.push(await startRelay(`relay-${n}`, { RELAY_REDIS_URL: redis.url }));
+  } else if (mode === 3) {
     redis = await startRedis();
     for (const n of ['a', 'b', 'c']) nodes.push(await startRelay(`relay-${n}`, { RELAY_REDIS_URL: redis.url }));
   } else {
@@ -199,6 +212,7 @@ async function run(mode) {
           old.close();
         } else {
           const r = await api(pick(nodes).url, `/api/voice-agent/keys/${slot.apiKey}`, { method: 'DELETE', headers: agentHeaders });
+          if (r.status !== 200 && failover?.near(Date.now())) throw new Error(`revoke ${r.status} in a failover`);
           if (r.status !== 200) stats.unexpected.push(`revoke ${r.status}`);
           await until('the revoked tab to be dropped', 5000, () => !slot.socket.connected);
           slot.socket.close();
@@ -207,7 +221,8 @@ async function run(mode) {
         }
         slot.churnAt.push(Date.now());
       } catch (e) {
-        stats.unexpected.push(`churn: ${e.message}`);
+        if (failover?.near(slot.churnAt.at(-1))) failover.churnFailed++;
+        else stats.unexpected.push(`churn: ${e.message}`);
       } finally {
         slot.busy = false;
       }
@@ -243,6 +258,7 @@ async function run(mode) {
         continue;
       }
       stats.calls++;
+      if (failover?.count(outcome, r, at)) continue;
       const key = `${outcome}:${r.status}`;
       stats.byOutcome[key] = (stats.byOutcome[key] ?? 0) + 1;
       // A tab dropped, replaced or revoked while it held an awaited call may leave the call to
@@ -258,9 +274,10 @@ async function run(mode) {
       if (retry) {
         stats.retries++;
         const again = await api(pick(nodes).url, '/api/voice-agent/tool-call', { method: 'POST', headers, body }).catch((e) => ({ status: 0, text: e.message }));
+        if (again.status === 503 && failover?.near(at)) continue;
         if (again.status !== r.status || again.text !== r.text) {
           stats.retryMismatch++;
-          stats.unexpected.push(`retry of ${outcome}: ${r.status} then ${again.status}`);
+          stats.unexpected.push(`retry of ${outcome}: ${r.status} then ${again.status} ${String(again.text).slice(0, 160)}`);
         }
       }
     }
@@ -273,6 +290,7 @@ async function run(mode) {
   const started = Date.now();
   const sampler = setInterval(() => rss.push({ t: Date.now() - started, kb: rssKb(pid) }), 1000);
   const tasks = [churn(), ...Array.from({ length: agentCount }, agent)];
+  if (failover) tasks.push(failover.loop(() => stopping));
   let afterWarmup;
   await sleep(WARMUP_MS);
   afterWarmup = rssKb(pid);
@@ -287,7 +305,9 @@ async function run(mode) {
   for (const [, list] of deliveries) {
     const sids = list.map((d) => d.sid);
     if (new Set(sids).size !== sids.length) {
-      // The same call sent twice to one socket: a duplicate, answered or not.
+      // The same call sent twice to one socket: a duplicate, answered or not. Around a failover
+      // it is counted apart (a write the old primary took and the new one never got).
+      if (failover?.sawDuplicate(list)) continue;
       stats.duplicated++;
       stats.dupDetails = [...(stats.dupDetails ?? []), `same socket: ${JSON.stringify(list.map((d) => ({ sid: d.sid, at: d.at, answered: d.answered })))}`];
       continue;
@@ -308,7 +328,8 @@ async function run(mode) {
     // A fire-and-forget call handed over in the moment its tab dropped may be lost (said in
     // docs/several-nodes.md); one that no churn came near is a loss.
     const near = f.slot.churnAt.some((t) => Math.abs(t - f.at) < 2000);
-    if (!near) stats.lost++;
+    if (!near && failover?.near(f.at)) failover.lost++;
+    else if (!near) stats.lost++;
   }
   const revoked = stats.churn.revoke;
   for (const s of slots) s.socket.close();
@@ -321,7 +342,8 @@ async function run(mode) {
 
   for (const n of nodes) { n.proc.kill('SIGTERM'); }
   await Promise.all(nodes.map((n) => new Promise((r) => (n.proc.exitCode !== null ? r() : n.proc.once('exit', r)))));
-  redis?.proc.kill('SIGKILL');
+  redis?.proc?.kill('SIGKILL');
+  if (failover) stats.failovers = await failover.finish();
 
   const drift = (atEnd - afterWarmup) / afterWarmup;
   const report = {
@@ -335,9 +357,69 @@ async function run(mode) {
   console.log(`  misrouted ${stats.misrouted}, lost ${stats.lost}, duplicated ${stats.duplicated}, unexpected answers ${stats.unexpected.length}, answered calls timed out while their tab was churned ${stats.timedOutInChurn ?? 0}, answered calls delivered again after their tab dropped before the answer arrived ${stats.redeliveredAfterDrop ?? 0}`);
   console.log(`  RSS: ${report.rssKb.start} KB at start, ${afterWarmup} KB after warm-up (${(WARMUP_MS / 1000).toFixed(0)} s; idempotency window ${IDEM_WINDOW_S} s), ${atEnd} KB at the end (${report.rssKb.driftPct}%)`);
   console.log(`  maps after the grace: ${JSON.stringify(final)} (revoked tombstones allowed: ${revoked})`);
+  if (stats.failovers) console.log(`  failovers: ${JSON.stringify(stats.failovers)}`);
   for (const u of stats.unexpected.slice(0, 10)) console.log(`  unexpected: ${u}`);
   for (const d of (stats.dupDetails ?? []).slice(0, 10)) console.log(`  duplicated: ${d}`);
   return { ok, report };
+}
+
+/**
+ * The sentinel set for --failover-every, and the bookkeeping of its failovers: `near(t)` says
+ * whether `t` falls in a failover (from 1.5 s before it began to WINDOW_MS after the sentinels named
+ * the new primary); `count` takes a call's answer if it failed cleanly in one. Duplicates and
+ * losses in a failover are counted apart and reported (they do not fail the run): Redis
+ * replicates asynchronously, and what the old primary took last may never reach the new one.
+ */
+/** How long after the sentinels named the new primary a failure is still the failover's. */
+const WINDOW_MS = 5000;
+
+async function startFailovers() {
+  const { startSentinels } = await import('../e2e/harness/sentinel.mjs');
+  const set = await startSentinels({ downAfterMs: 1000 });
+  const events = [];
+  const near = (t) => events.some((e) => t >= e.began - 1500 && t <= (e.named ?? Infinity) + WINDOW_MS);
+  const f = {
+    redis: { url: set.url },
+    churnFailed: 0,
+    lost: 0,
+    duplicates: [],
+    near,
+    sawDuplicate(list) {
+      if (!near(list[0].at)) return false;
+      f.duplicates.push(list.map((d) => ({ sid: d.sid, at: d.at, answered: d.answered })));
+      return true;
+    },
+    count(outcome, r, at) {
+      if (!near(at) || !(r.status === 503 || (r.status === 504 && outcome !== 'slow'))) return false;
+      const e = events.find((x) => at >= x.began - 1500 && at <= (x.named ?? Infinity) + WINDOW_MS);
+      e.failed.push({ at, done: Date.now(), status: r.status, code: r.body?.error?.code });
+      return true;
+    },
+    async loop(stopped) {
+      for (let n = 0; ; n++) {
+        const end = Date.now() + failoverEvery * 1000;
+        while (!stopped() && Date.now() < end) await sleep(200);
+        if (stopped()) return;
+        const kind = n % 2 === 0 ? 'SENTINEL FAILOVER' : 'SIGKILL';
+        const e = { kind, began: Date.now(), failed: [] };
+        events.push(e);
+        const old = await set.primary();
+        if (kind === 'SIGKILL') await set.killPrimary(); else await set.failover();
+        e.named = Date.now();
+        if (kind === 'SIGKILL') await set.restart(old);
+      }
+    },
+    async finish() {
+      await set.stop();
+      return events.map((e) => {
+        const byStatus = {};
+        for (const x of e.failed) byStatus[`${x.status} ${x.code}`] = (byStatus[`${x.status} ${x.code}`] ?? 0) + 1;
+        const span = e.failed.length ? Math.max(...e.failed.map((x) => x.done)) - Math.min(...e.failed.map((x) => x.at)) : 0;
+        return { kind: e.kind, sentinelsMs: (e.named ?? NaN) - e.began, failedCalls: e.failed.length, byStatus, callsFailedForMs: span };
+      }).concat([{ churnActionsFailed: f.churnFailed, firedLost: f.lost, duplicated: f.duplicates.length, duplicates: f.duplicates.slice(0, 5) }]);
+    },
+  };
+  return f;
 }
 
 const modes = nodesOpt === 'both' ? [1, 3] : [Number(nodesOpt)];

@@ -8,3 +8,4 @@ export * from './relay.mjs';
 export * from './cluster.mjs';
 export * from './livekit.mjs';
 export * from './stack.mjs';
+export * from './sentinel.mjs';

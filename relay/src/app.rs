@@ -124,7 +124,11 @@ impl App {
             max_inflight: config.max_inflight_per_key,
             inflight_ttl: config.max_timeout + config.drain + Duration::from_secs(10),
         };
-        let cluster = Cluster::connect(url.expose(), settings).await?;
+        let ca = match &config.redis_ca_file {
+            Some(path) => Some(crate::config::read_ca_file(path).map_err(|e| anyhow::anyhow!(e))?),
+            None => None,
+        };
+        let cluster = Cluster::connect_trusting(url.expose(), ca, settings).await?;
         tracing::info!(node = cluster.node(), "several-node mode: state in Redis");
         Ok(Some(cluster))
     }

@@ -33,11 +33,14 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    if let Some(Command::CheckConfig) = &cli.command {
+    if let Some(Command::CheckConfig { connect }) = &cli.command {
         println!(
             "relay: configuration is valid (token mode {})",
             config.token_mode.as_str()
         );
+        if *connect && config.redis_url.is_some() {
+            return probe_redis(&config);
+        }
         return ExitCode::SUCCESS;
     }
     init_tracing(config.log_format);
@@ -56,6 +59,38 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!(cause = %format!("{err:#}"), "relay failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `check-config --connect`: connects to Redis once and says whether it answers.
+fn probe_redis(config: &Config) -> ExitCode {
+    let Some(url) = &config.redis_url else {
+        return ExitCode::SUCCESS;
+    };
+    let probed = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| {
+            rt.block_on(async {
+                let ca = match &config.redis_ca_file {
+                    Some(path) => {
+                        Some(relay::config::read_ca_file(path).map_err(|e| anyhow::anyhow!(e))?)
+                    }
+                    None => None,
+                };
+                relay::store::redis::Cluster::probe(url.expose(), ca).await
+            })
+        });
+    match probed {
+        Ok(found) => {
+            println!("relay: {found}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("relay: {err:#}");
             ExitCode::FAILURE
         }
     }

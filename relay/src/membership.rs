@@ -22,6 +22,8 @@ pub async fn maintain(app: Arc<App>, cluster: Arc<Cluster>) {
     loop {
         tick.tick().await;
         cluster.ping_listener().await;
+        // Moved to a new primary (sentinels): it may lack what the old one took last.
+        unsure |= cluster.take_moved();
         match cluster.heartbeat().await {
             Ok(missing) => {
                 if (missing || unsure) && !first {

@@ -34,11 +34,14 @@ impl From<redis::RedisError> for DriverError {
 type Handlers = Arc<RwLock<HashMap<String, mpsc::Sender<ChanItem>>>>;
 
 /// Publishes and subscribes on one reconnecting connection; pushed messages are routed to the
-/// subscriber of their channel.
+/// subscriber of their channel. [`PubSub::switch`] moves it to another server (a new primary
+/// after a failover) with every subscription.
 #[derive(Clone)]
 pub struct PubSub {
-    conn: ConnectionManager,
+    conn: Arc<RwLock<ConnectionManager>>,
     handlers: Handlers,
+    /// Held while subscribing and while switching, so no subscription misses the new server.
+    subscribing: Arc<tokio::sync::Mutex<()>>,
 }
 
 fn handlers_read(
@@ -80,6 +83,19 @@ impl PubSub {
         config: redis::aio::ConnectionManagerConfig,
     ) -> redis::RedisResult<Self> {
         let handlers: Handlers = Arc::default();
+        let conn = Self::manager(client, config, &handlers).await?;
+        Ok(PubSub {
+            conn: Arc::new(RwLock::new(conn)),
+            handlers,
+            subscribing: Arc::default(),
+        })
+    }
+
+    async fn manager(
+        client: redis::Client,
+        config: redis::aio::ConnectionManagerConfig,
+        handlers: &Handlers,
+    ) -> redis::RedisResult<ConnectionManager> {
         let routed = handlers.clone();
         let config = config
             .set_push_sender(move |msg: PushInfo| {
@@ -87,8 +103,29 @@ impl PubSub {
                 Ok::<(), std::convert::Infallible>(())
             })
             .set_automatic_resubscription();
-        let conn = ConnectionManager::new_with_config(client, config).await?;
-        Ok(PubSub { conn, handlers })
+        ConnectionManager::new_with_config(client, config).await
+    }
+
+    fn conn(&self) -> ConnectionManager {
+        self.conn.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Moves to `client`'s server: connects, subscribes every channel there, then publishes
+    /// through it. Messages published on the old server meanwhile are lost (as when Redis
+    /// restarts); the old connection closes when its last user lets go.
+    pub async fn switch(
+        &self,
+        client: redis::Client,
+        config: redis::aio::ConnectionManagerConfig,
+    ) -> redis::RedisResult<()> {
+        let _held = self.subscribing.lock().await;
+        let conn = Self::manager(client, config, &self.handlers).await?;
+        let chans: Vec<String> = handlers_read(&self.handlers).keys().cloned().collect();
+        for chan in chans {
+            conn.clone().subscribe(chan.as_str()).await?;
+        }
+        *self.conn.write().unwrap_or_else(|p| p.into_inner()) = conn;
+        Ok(())
     }
 }
 
@@ -97,7 +134,7 @@ impl PubSub {
     /// lost Redis (and reconnect and re-subscribe) only at its next publish.
     pub async fn ping(&self) -> redis::RedisResult<()> {
         redis::cmd("PING")
-            .query_async::<redis::Value>(&mut self.conn.clone())
+            .query_async::<redis::Value>(&mut self.conn())
             .await
             .map(drop)
     }
@@ -107,10 +144,7 @@ impl Driver for PubSub {
     type Error = DriverError;
 
     async fn publish(&self, chan: String, val: Vec<u8>) -> Result<(), DriverError> {
-        self.conn
-            .clone()
-            .publish::<_, _, redis::Value>(chan, val)
-            .await?;
+        self.conn().publish::<_, _, redis::Value>(chan, val).await?;
         Ok(())
     }
 
@@ -120,14 +154,16 @@ impl Driver for PubSub {
         size: usize,
     ) -> Result<MessageStream<ChanItem>, DriverError> {
         let (tx, rx) = mpsc::channel(size);
+        let _held = self.subscribing.lock().await;
         handlers_write(&self.handlers).insert(chan.clone(), tx);
-        self.conn.clone().subscribe(chan.as_str()).await?;
+        self.conn().subscribe(chan.as_str()).await?;
         Ok(MessageStream::new(rx))
     }
 
     async fn unsubscribe(&self, chan: String) -> Result<(), DriverError> {
+        let _held = self.subscribing.lock().await;
         handlers_write(&self.handlers).remove(&chan);
-        self.conn.clone().unsubscribe(chan).await?;
+        self.conn().unsubscribe(chan).await?;
         Ok(())
     }
 
@@ -135,7 +171,7 @@ impl Driver for PubSub {
         let (_, count): (String, u16) = redis::cmd("PUBSUB")
             .arg("NUMSUB")
             .arg(chan)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.conn())
             .await?;
         Ok(count)
     }

@@ -8,8 +8,12 @@
 mod binding;
 #[path = "store_conformance/declare.rs"]
 mod declare;
+#[path = "store_conformance/lost.rs"]
+mod lost;
 #[path = "store_conformance/tabs.rs"]
 mod tabs;
+#[path = "store_conformance/tls.rs"]
+mod tls;
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -283,27 +287,67 @@ fn start_redis() -> RedisServer {
     RedisServer { child, port }
 }
 
-async fn connect(port: u16) -> Arc<Cluster> {
-    let url = format!("redis://127.0.0.1:{port}");
-    let settings = || Settings {
+fn settings() -> Settings {
+    Settings {
         grace: GRACE,
         unbound_ttl: UNBOUND_TTL,
         max_inflight: MAX_INFLIGHT,
         inflight_ttl: Duration::from_secs(60),
-    };
+    }
+}
+
+async fn connect(port: u16) -> Arc<Cluster> {
+    connect_to(&format!("redis://127.0.0.1:{port}"), None).await
+}
+
+/// Connects to `url` (trusting `ca` for TLS), waiting for the server to start.
+async fn connect_to(url: &str, ca: Option<Vec<u8>>) -> Arc<Cluster> {
+    let mut last = None;
     for _ in 0..50 {
-        if let Ok(cluster) = Cluster::connect(&url, settings()).await {
-            return cluster;
+        match Cluster::connect_trusting(url, ca.clone(), settings()).await {
+            Ok(cluster) => return cluster,
+            Err(e) => last = Some(e),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("redis-server did not start on port {port}");
+    panic!("redis-server did not start: {last:?}");
 }
 
 #[tokio::test]
 async fn redis_store() {
     let server = start_redis();
     let cluster = connect(server.port).await;
+    let store = RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN, BOUND)
+        .with_agents(&[[7; 32]], AGENT_RATE);
+    suite(&store).await;
+}
+
+/// The same suite through `rediss://` with an ACL user, trusting the test's own CA.
+#[tokio::test]
+async fn redis_store_over_tls_with_an_acl_user() {
+    let certs = tls::make_certificates();
+    let server = tls::start_tls_redis(&certs.0);
+    let ca = std::fs::read(certs.0.join("ca.crt")).expect("the CA");
+    let url = |password: &str| {
+        format!(
+            "rediss://{}:{password}@127.0.0.1:{}",
+            tls::USER,
+            server.port
+        )
+    };
+    let cluster = connect_to(&url(tls::PASSWORD), Some(ca.clone())).await;
+    let untrusted = Cluster::connect(&url(tls::PASSWORD), settings()).await;
+    let err = format!("{:#}", untrusted.err().expect("an unknown CA is refused"));
+    assert!(err.contains("not trusted"), "{err}");
+    let wrong = Cluster::connect_trusting(&url("not-the-password-42"), Some(ca), settings()).await;
+    let err = format!("{:#}", wrong.err().expect("a wrong password is refused"));
+    assert!(err.contains("refused the credentials"), "{err}");
+    assert!(!err.contains("not-the-password-42"), "{err}");
+    let plain = Cluster::connect(&format!("redis://127.0.0.1:{}", server.port), settings()).await;
+    assert!(
+        plain.is_err(),
+        "a TLS-only server refuses plain connections"
+    );
     let store = RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN, BOUND)
         .with_agents(&[[7; 32]], AGENT_RATE);
     suite(&store).await;

@@ -63,6 +63,7 @@ ensure_test_tools() {
   [[ -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ]] || missing+=(chromium)
   command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
   command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+  command -v openssl >/dev/null 2>&1 || missing+=(openssl)
   command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
   command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
   command -v espeak-ng >/dev/null 2>&1 || missing+=(espeak-ng)

@@ -6,7 +6,7 @@ use tokio::time::Instant;
 use super::{Call, SETTLE, Step, interpret, prepare, stopped, tab_timeout};
 use crate::app::App;
 use crate::error::ApiError;
-use crate::store::track::{RECHECK, Target, Track};
+use crate::store::track::{Moved, RECHECK, Target, Track};
 use relay_wire::Fp;
 use socketioxide::AckError;
 
@@ -83,9 +83,16 @@ pub(super) async fn deliver(
                 // The key changed (or a second passed): still the same socket? The next wait
                 // counts changes from before this read.
                 let next = track.mark();
-                match track.still_at(target).await {
-                    Ok(true) => mark = next,
-                    Ok(false) => {
+                match track.since(target).await {
+                    Ok(Moved::No) => mark = next,
+                    // Offline, or its node late with a heartbeat: the socket the call went to
+                    // may still answer, and is not sent the call again. The answers end by
+                    // themselves if it closed; a tab that re-binds elsewhere is a move.
+                    Ok(Moved::Between) => {
+                        tracing::debug!(key = %key_fp, call_id = %call.call_id, "tab between places; still awaiting the socket the call went to");
+                        mark = next;
+                    }
+                    Ok(Moved::Elsewhere) => {
                         tracing::debug!(key = %key_fp, call_id = %call.call_id, "tab moved before answering; delivering again");
                         return Ok(Step::Again);
                     }

@@ -7,11 +7,13 @@ use std::time::Duration;
 use ipnet::IpNet;
 
 use crate::app_jwt::AppJwtConfig;
+pub use redis_url::{RedisTarget, SentinelTarget};
 pub use relay_wire::{Secret, fingerprint};
 
 mod app_jwt;
 mod banner;
 mod options;
+mod redis_url;
 #[cfg(test)]
 mod tests;
 
@@ -146,6 +148,8 @@ pub struct Config {
     pub allowed_origins: Vec<String>,
     /// Several nodes on this Redis; `None` for one node in memory. May hold a password.
     pub redis_url: Option<Secret>,
+    /// PEM certificates trusted for `rediss://` instead of the system's roots.
+    pub redis_ca_file: Option<std::path::PathBuf>,
     pub web_dir: std::path::PathBuf,
     pub token_ttl: Duration,
     pub unbound_key_ttl: Duration,
@@ -265,13 +269,21 @@ impl Config {
             .redis_url
             .map(|u| u.trim().to_owned())
             .filter(|u| !u.is_empty());
-        if let Some(url) = &redis_url
-            && !(url.starts_with("redis://") || url.starts_with("redis+unix://"))
-        {
-            problems.push(
-                "RELAY_REDIS_URL must start with redis:// or redis+unix:// (TLS is not built in)"
-                    .into(),
-            );
+        let redis_target = redis_url.as_deref().map(RedisTarget::parse);
+        if let Some(Err(problem)) = &redis_target {
+            problems.push(problem.clone());
+        }
+        let redis_ca_file = o.redis_ca_file.filter(|p| !p.as_os_str().is_empty());
+        if let Some(path) = &redis_ca_file {
+            if !matches!(&redis_target, Some(Ok(t)) if t.tls()) {
+                problems.push(
+                    "RELAY_REDIS_CA_FILE is set but RELAY_REDIS_URL is not rediss:// or rediss+sentinel://"
+                        .into(),
+                );
+            }
+            if let Err(problem) = read_ca_file(path) {
+                problems.push(problem);
+            }
         }
         if !(o.livekit_url.starts_with("ws://")
             || o.livekit_url.starts_with("wss://")
@@ -357,6 +369,7 @@ impl Config {
             forwarded_header,
             allowed_origins,
             redis_url: redis_url.map(Secret::new),
+            redis_ca_file,
             web_dir: o.web_dir,
             token_ttl: Duration::from_secs(o.token_ttl_secs),
             unbound_key_ttl: Duration::from_secs(o.unbound_key_ttl_secs),
@@ -374,4 +387,24 @@ impl Config {
             runtime: o.runtime,
         })
     }
+}
+
+/// Reads `RELAY_REDIS_CA_FILE`: PEM text holding at least one certificate.
+pub fn read_ca_file(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    let pem = std::fs::read(path).map_err(|e| {
+        format!(
+            "RELAY_REDIS_CA_FILE {}: cannot read it: {e}",
+            path.display()
+        )
+    })?;
+    if !pem
+        .windows(b"-----BEGIN CERTIFICATE-----".len())
+        .any(|w| w == b"-----BEGIN CERTIFICATE-----")
+    {
+        return Err(format!(
+            "RELAY_REDIS_CA_FILE {} holds no PEM certificate",
+            path.display()
+        ));
+    }
+    Ok(pem)
 }

@@ -22,7 +22,12 @@ pub struct Cli {
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum Command {
     /// Validate the configuration and exit (status 64 with the reason when it is not valid).
-    CheckConfig,
+    CheckConfig {
+        /// Also connect to Redis (when RELAY_REDIS_URL is set): exit 1 with the reason when it
+        /// cannot be reached or refuses the credentials or the TLS certificate.
+        #[arg(long)]
+        connect: bool,
+    },
     /// Probe a health URL (for container health checks without curl); exit 0 on a 2xx answer.
     Healthcheck {
         /// URL to probe, e.g. http://127.0.0.1:3001/readyz.
@@ -100,9 +105,18 @@ pub struct Options {
     /// Unset: only the relay's own origin (the demo page).
     #[arg(long, env = "RELAY_ALLOWED_ORIGINS")]
     pub allowed_origins: Option<String>,
-    /// Redis URL for several relay nodes; unset means one node, state in memory.
-    #[arg(long, env = "RELAY_REDIS_URL")]
+    /// Redis for several relay nodes; unset means one node, state in memory. Forms:
+    /// `redis://[user:password@]host:port[/db]`; `rediss://…` for TLS (verified; see
+    /// RELAY_REDIS_CA_FILE); `redis+unix:///path.sock`;
+    /// `redis+sentinel://host:port,host:port/primary-name[/db]` (or `rediss+sentinel://`):
+    /// the primary found through the sentinels and followed through failovers, the credentials
+    /// being the primary's.
+    #[arg(long, env = "RELAY_REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<String>,
+    /// PEM file of the certificate authority that signed the Redis servers' TLS certificates
+    /// (a private CA), trusted instead of the system's roots for `rediss://`.
+    #[arg(long, env = "RELAY_REDIS_CA_FILE")]
+    pub redis_ca_file: Option<std::path::PathBuf>,
     /// Directory of the built demo page.
     #[arg(long, env = "RELAY_WEB_DIR", default_value = "web/dist")]
     pub web_dir: std::path::PathBuf,

@@ -41,6 +41,8 @@ enum Records {
         cluster: Arc<Cluster>,
         rid: String,
         idem: String,
+        fingerprint: u64,
+        window: Duration,
     },
 }
 
@@ -52,9 +54,17 @@ impl Recorder {
                 tx.send_replace(Some(outcome.clone()));
                 Ok(())
             }
-            Records::Redis { cluster, rid, idem } => {
+            Records::Redis {
+                cluster,
+                rid,
+                idem,
+                fingerprint,
+                window,
+            } => {
                 let status = outcome.status.as_u16();
-                Box::pin(cluster.idem_record(&rid, &idem, status, &outcome.body)).await
+                let record =
+                    cluster.idem_record(&rid, &idem, fingerprint, window, status, &outcome.body);
+                Box::pin(record).await
             }
         }
     }
@@ -131,6 +141,8 @@ pub async fn claim_redis(
                     cluster: cluster.clone(),
                     rid,
                     idem: idem.to_owned(),
+                    fingerprint,
+                    window: bound.window,
                 })));
             }
             cluster::IdemClaim::Run => return Ok(Claimed::Replay(lost_outcome())),

@@ -69,6 +69,14 @@ pub enum Located {
 }
 
 /// A call's hold on its key, released (slot given back, watch dropped) on drop.
+/// What [`Track::since`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moved {
+    No,
+    Between,
+    Elsewhere,
+}
+
 pub enum Track<'a> {
     Memory(MemoryTrack<'a>),
     Redis(Box<RedisTrack<'a>>),
@@ -218,16 +226,18 @@ impl Track<'_> {
         }
     }
 
-    /// Whether the key's tab is still `target`.
-    pub async fn still_at(&self, target: &Target) -> Result<bool, StoreError> {
+    /// Where the key is against `target`: still there, between sockets (offline, or its node
+    /// late with its heartbeat), or somewhere else (another socket, or gone).
+    pub async fn since(&self, target: &Target) -> Result<Moved, StoreError> {
         match self {
-            Track::Memory(_) => Ok(false),
-            Track::Redis(t) => {
-                let now = t.cluster.lookup(&t.rid).await?;
-                Ok(
-                    matches!(&now, Place::Online { node, sid } if *node == target.node && *sid == target.sid),
-                )
-            }
+            Track::Memory(_) => Ok(Moved::Elsewhere),
+            Track::Redis(t) => Ok(match t.cluster.lookup(&t.rid).await? {
+                Place::Online { node, sid } if node == target.node && sid == target.sid => {
+                    Moved::No
+                }
+                Place::Waiting => Moved::Between,
+                _ => Moved::Elsewhere,
+            }),
         }
     }
 

@@ -26,7 +26,7 @@ impl Cluster {
             .max(1);
         let mut inv = self.scripts.issue.key(Self::key_name(rid));
         inv.arg(now).arg(exp).arg(ttl);
-        self.op(inv.invoke_async::<i64>(&mut self.conn.clone()))
+        self.op(inv.invoke_async::<i64>(&mut self.conn()))
             .await
             .map(drop)
     }
@@ -48,7 +48,7 @@ impl Cluster {
             .arg(token_exp_unix.unwrap_or(0) * 1000)
             .arg(ms(ONLINE_EXTRA))
             .arg(NODE_KEYS_PREFIX);
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
         let word = |i: usize| reply.get(i).map(String::as_str);
         Ok(match (word(0), word(1)) {
             (Some("same"), _) => Ok(Bound::Same),
@@ -77,7 +77,7 @@ impl Cluster {
             .arg(&self.node)
             .arg(sid)
             .arg(ms(self.settings.grace));
-        self.op(inv.invoke_async::<i64>(&mut self.conn.clone()))
+        self.op(inv.invoke_async::<i64>(&mut self.conn()))
             .await
             .map(drop)
     }
@@ -86,7 +86,7 @@ impl Cluster {
         let mut inv = self.scripts.revoke.key(Self::key_name(rid));
         inv.key(EVENTS);
         inv.arg(unix_now_ms()).arg(NODE_KEYS_PREFIX);
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
         Ok(match reply.first().map(String::as_str) {
             Some("revoked") => Revoked::Done {
                 online_on: reply.get(1).cloned(),
@@ -100,7 +100,7 @@ impl Cluster {
             .op(redis::cmd("HGET")
                 .arg(Self::key_name(rid))
                 .arg("st")
-                .query_async(&mut self.conn.clone()))
+                .query_async(&mut self.conn()))
             .await?;
         Ok(st.as_deref() == Some("revoked"))
     }
@@ -127,7 +127,7 @@ impl Cluster {
                 .arg("md")
                 .cmd("PTTL")
                 .arg(&name)
-                .query_async(&mut self.conn.clone()))
+                .query_async(&mut self.conn()))
             .await?;
         use relay_wire::KeyState;
         let state = match st.as_deref() {
@@ -161,7 +161,7 @@ impl Cluster {
             .arg(sid)
             .arg(declared.joined())
             .arg(declared.page_tools().unwrap_or(""));
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
         Ok(match (reply.first().map(String::as_str), reply.get(1)) {
             (Some("ok" | "same"), Some(rv)) => Declared::Revision(rv.parse().unwrap_or(0)),
             _ => Declared::NotBound,
@@ -172,7 +172,7 @@ impl Cluster {
     pub async fn set_mode(&self, rid: &str, mode: &str) -> Result<Place, StoreError> {
         let mut inv = self.scripts.set_mode.key(Self::key_name(rid));
         inv.arg(mode);
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
         let mut words = reply.into_iter();
         Ok(
             match (words.next().as_deref(), words.next(), words.next()) {
@@ -187,7 +187,7 @@ impl Cluster {
         let mut inv = self.scripts.lookup.key(Self::key_name(rid));
         inv.key(NODES);
         inv.arg(ms(NODE_SUSPECT));
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
         let mut words = reply.into_iter();
         Ok(
             match (words.next().as_deref(), words.next(), words.next()) {
@@ -214,7 +214,7 @@ impl Cluster {
             .arg(ms(NODE_SUSPECT))
             .arg(agent.limit)
             .arg(window_ms);
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
         let mut words = reply.into_iter();
         Ok(match words.next().as_deref() {
             Some("ok") => {
@@ -244,7 +244,7 @@ impl Cluster {
         let (name, window_ms) = rate_window(bucket, window);
         let mut inv = self.scripts.rate.key(name);
         inv.arg(limit).arg(window_ms);
-        let ok: i64 = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let ok: i64 = self.op(inv.invoke_async(&mut self.conn())).await?;
         Ok(ok == 1)
     }
 
@@ -264,7 +264,7 @@ impl Cluster {
         inv.arg(fingerprint.to_string())
             .arg(until_ms)
             .arg(ms(window));
-        let reply: Vec<Value> = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let reply: Vec<Value> = self.op(inv.invoke_async(&mut self.conn())).await?;
         let text = |i: usize| -> Option<String> {
             reply
                 .get(i)
@@ -286,20 +286,24 @@ impl Cluster {
         })
     }
 
+    /// Records a first call's outcome with its fingerprint, for retries. The claim is written
+    /// again if it is gone (a primary that died before its replica had it): a retry then
+    /// replays this outcome rather than finding a record without its fingerprint.
     pub async fn idem_record(
         &self,
         rid: &str,
         idem: &str,
+        fingerprint: u64,
+        window: Duration,
         status: u16,
         body: &[u8],
     ) -> Result<(), StoreError> {
-        self.op(redis::cmd("HSET")
-            .arg(Self::idem_name(rid, idem))
-            .arg("status")
+        let mut inv = self.scripts.idem_record.key(Self::idem_name(rid, idem));
+        inv.arg(fingerprint.to_string())
             .arg(status)
-            .arg("body")
             .arg(body)
-            .query_async::<i64>(&mut self.conn.clone()))
+            .arg(ms(window));
+        self.op(inv.invoke_async::<i64>(&mut self.conn()))
             .await
             .map(drop)
     }

@@ -146,10 +146,14 @@ fn rate_window(bucket: &str, window: Duration) -> (String, u64) {
 /// An online key whose node has not heartbeaten for this long is treated as offline by calls.
 pub const NODE_SUSPECT: Duration = Duration::from_millis(2500);
 
+mod follow;
 mod keys;
+mod link;
 mod nodes;
 mod scripts;
 mod watch;
+
+use link::Link;
 
 use scripts::Scripts;
 pub use watch::{KeyEvents, Slot, Watch};
@@ -165,7 +169,19 @@ pub struct Settings {
 
 pub struct Cluster {
     node: String,
-    conn: ConnectionManager,
+    /// Swapped for a connection to the new primary after a failover ([`Cluster::follow`]).
+    conn: std::sync::RwLock<ConnectionManager>,
+    link: Link,
+    /// Where the primary is, when sentinels named it.
+    primary: std::sync::Mutex<Option<(String, u16)>>,
+    /// Set when the connections moved to a new primary, until the membership duty has written
+    /// this node's bindings back there (the old primary may have taken writes the new one
+    /// never got).
+    moved: AtomicBool,
+    /// Sentinel mode: the connection reached a server that is not the primary (the old primary
+    /// back as a replica, before the sentinels' answer moved this node): every operation fails
+    /// as unreachable rather than read a replica's data, until the move.
+    off_primary: AtomicBool,
     pubsub: PubSub,
     healthy: AtomicBool,
     /// Whether the subscribing connection answered its last ping.
@@ -179,17 +195,6 @@ fn ms(d: Duration) -> u64 {
     d.as_millis() as u64
 }
 
-/// Adds `protocol=resp3` (pushed pub/sub messages need it) unless the URL says otherwise.
-fn with_resp3(url: &str) -> String {
-    if url.contains("protocol=") {
-        url.to_owned()
-    } else if url.contains('?') {
-        format!("{url}&protocol=resp3")
-    } else {
-        format!("{url}?protocol=resp3")
-    }
-}
-
 fn manager_config() -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_connection_timeout(Some(OP_TIMEOUT))
@@ -200,30 +205,45 @@ fn manager_config() -> ConnectionManagerConfig {
 }
 
 impl Cluster {
-    /// Connects to Redis (failing at once when it is unreachable) and starts listening for key
-    /// events. Returns the cluster and the pub/sub driver the Socket.IO adapter should use.
+    /// Connects to Redis (failing at once when it is unreachable or refuses the credentials)
+    /// and starts listening for key events; with sentinels, also starts following the primary.
     pub async fn connect(url: &str, settings: Settings) -> anyhow::Result<Arc<Cluster>> {
-        let client = redis::Client::open(with_resp3(url))
-            .map_err(|e| anyhow::anyhow!("RELAY_REDIS_URL is not a Redis URL: {e}"))?;
+        Self::connect_trusting(url, None, settings).await
+    }
+
+    /// [`Cluster::connect`], trusting `ca` (PEM roots) for TLS instead of the system's roots.
+    pub async fn connect_trusting(
+        url: &str,
+        ca: Option<Vec<u8>>,
+        settings: Settings,
+    ) -> anyhow::Result<Arc<Cluster>> {
+        let target = crate::config::RedisTarget::parse(url).map_err(|e| anyhow::anyhow!(e))?;
+        let link = Link::new(target, ca);
+        let (client, primary) = link.primary().await?;
         let conn = tokio::time::timeout(
             OP_TIMEOUT * 5,
             ConnectionManager::new_with_config(client.clone(), manager_config()),
         )
         .await
         .map_err(|_| anyhow::anyhow!("Redis did not answer within 5 s"))?
-        .map_err(|e| anyhow::anyhow!("cannot connect to Redis: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("cannot connect to Redis: {}", explain(&e)))?;
         let pubsub = PubSub::connect(client, manager_config())
             .await
-            .map_err(|e| anyhow::anyhow!("cannot connect to Redis for pub/sub: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("cannot connect to Redis for pub/sub: {}", explain(&e)))?;
         let version = redis_major_version(&mut conn.clone()).await;
         if version.is_some_and(|v| v < 7) {
             anyhow::bail!("Redis 7 or newer is needed (RESP3 pub/sub); this server is older");
         }
         let mut node = [0u8; 8];
         rand::RngCore::fill_bytes(&mut rand::rng(), &mut node);
+        let following = link.sentinel().is_some();
         let cluster = Arc::new(Cluster {
             node: hex::encode(node),
-            conn,
+            conn: std::sync::RwLock::new(conn),
+            link,
+            primary: std::sync::Mutex::new(primary),
+            moved: AtomicBool::new(false),
+            off_primary: AtomicBool::new(false),
             pubsub,
             healthy: AtomicBool::new(true),
             listening: AtomicBool::new(true),
@@ -237,7 +257,43 @@ impl Cluster {
             .heartbeat()
             .await
             .map_err(|_| anyhow::anyhow!("Redis did not take this node's heartbeat"))?;
+        if following {
+            tokio::spawn(follow::follow(Arc::downgrade(&cluster)));
+        }
         Ok(cluster)
+    }
+
+    /// Connects once, as a node would, and says where Redis is; writes nothing. For
+    /// `relay check-config --connect`.
+    pub async fn probe(url: &str, ca: Option<Vec<u8>>) -> anyhow::Result<String> {
+        let target = crate::config::RedisTarget::parse(url).map_err(|e| anyhow::anyhow!(e))?;
+        let link = Link::new(target, ca);
+        let (client, primary) = link.primary().await?;
+        let mut conn =
+            tokio::time::timeout(OP_TIMEOUT * 5, client.get_multiplexed_async_connection())
+                .await
+                .map_err(|_| anyhow::anyhow!("Redis did not answer within 5 s"))?
+                .map_err(|e| anyhow::anyhow!("cannot connect to Redis: {}", explain(&e)))?;
+        let version = redis_version(&mut conn).await;
+        if version.is_some_and(|v| v < 7) {
+            anyhow::bail!("Redis 7 or newer is needed (RESP3 pub/sub); this server is older");
+        }
+        Ok(match primary {
+            Some((host, port)) => {
+                format!("Redis primary {host}:{port}, found through the sentinels")
+            }
+            None => "Redis answers".to_owned(),
+        })
+    }
+
+    /// Whether the connections moved to a new primary since the last call (see `moved`).
+    pub fn take_moved(&self) -> bool {
+        self.moved.swap(false, Ordering::AcqRel)
+    }
+
+    /// A handle on the connection to the current primary.
+    fn conn(&self) -> ConnectionManager {
+        self.conn.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn node(&self) -> &str {
@@ -250,7 +306,9 @@ impl Cluster {
 
     /// Both connections to Redis answer.
     pub fn is_healthy(&self) -> bool {
-        self.healthy.load(Ordering::Acquire) && self.listening.load(Ordering::Acquire)
+        self.healthy.load(Ordering::Acquire)
+            && self.listening.load(Ordering::Acquire)
+            && !self.off_primary.load(Ordering::Acquire)
     }
 
     pub async fn ping_listener(&self) {
@@ -294,12 +352,21 @@ impl Cluster {
         &self,
         fut: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, StoreError> {
+        if self.off_primary.load(Ordering::Acquire) {
+            self.healthy.store(false, Ordering::Release);
+            return Err(StoreError);
+        }
         match tokio::time::timeout(OP_TIMEOUT, fut).await {
             Ok(Ok(v)) => {
                 self.healthy.store(true, Ordering::Release);
                 Ok(v)
             }
             Ok(Err(err)) => {
+                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
+                    && self.link.sentinel().is_some()
+                {
+                    self.off_primary.store(true, Ordering::Release);
+                }
                 if self.healthy.swap(false, Ordering::AcqRel) {
                     tracing::warn!(cause = %err, "Redis unreachable");
                 }
@@ -323,7 +390,23 @@ impl Cluster {
     }
 }
 
+/// A connection error in words an operator acts on (the password is never part of it).
+pub(crate) fn explain(e: &redis::RedisError) -> String {
+    let text = e.to_string();
+    if text.contains("WRONGPASS") || text.contains("invalid password") || text.contains("NOAUTH") {
+        format!("Redis refused the credentials in RELAY_REDIS_URL (user or password wrong): {text}")
+    } else if text.contains("certificate") || text.contains("InvalidCertificate") {
+        format!("Redis's TLS certificate is not trusted (see RELAY_REDIS_CA_FILE): {text}")
+    } else {
+        text
+    }
+}
+
 async fn redis_major_version(conn: &mut ConnectionManager) -> Option<u32> {
+    redis_version(conn).await
+}
+
+async fn redis_version(conn: &mut impl redis::aio::ConnectionLike) -> Option<u32> {
     let info: String = redis::cmd("INFO")
         .arg("server")
         .query_async(conn)
@@ -340,22 +423,6 @@ async fn redis_major_version(conn: &mut ConnectionManager) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn urls_get_resp3_unless_they_choose() {
-        assert_eq!(
-            with_resp3("redis://h:6379"),
-            "redis://h:6379?protocol=resp3"
-        );
-        assert_eq!(
-            with_resp3("redis://h:6379/2?x=1"),
-            "redis://h:6379/2?x=1&protocol=resp3"
-        );
-        assert_eq!(
-            with_resp3("redis://h?protocol=resp2"),
-            "redis://h?protocol=resp2"
-        );
-    }
 
     #[test]
     fn stored_names_never_hold_the_key() {

@@ -12,7 +12,7 @@ impl Cluster {
     pub async fn heartbeat(&self) -> Result<bool, StoreError> {
         let mut inv = self.scripts.heartbeat.key(NODES);
         inv.arg(&self.node);
-        let created: i64 = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let created: i64 = self.op(inv.invoke_async(&mut self.conn())).await?;
         Ok(created == 1)
     }
 
@@ -24,7 +24,7 @@ impl Cluster {
             .arg(ms(self.settings.grace))
             .arg(NODE_KEYS_PREFIX)
             .arg(unix_now_ms());
-        self.op(inv.invoke_async(&mut self.conn.clone())).await
+        self.op(inv.invoke_async(&mut self.conn())).await
     }
 
     /// Writes a live local binding back into Redis. Returns why the binding cannot stand, if
@@ -41,7 +41,7 @@ impl Cluster {
         let mut inv = self.scripts.reassert.key(Self::key_name(rid));
         inv.key(Self::node_keys(&self.node)).key(EVENTS);
         inv.arg(now).arg(&self.node).arg(sid).arg(exp).arg(ttl);
-        let reply: String = self.op(inv.invoke_async(&mut self.conn.clone())).await?;
+        let reply: String = self.op(inv.invoke_async(&mut self.conn())).await?;
         Ok(match reply.as_str() {
             "revoked" => Some(RevokeReason::Revoked),
             "elsewhere" => Some(RevokeReason::Replaced),
@@ -57,7 +57,7 @@ impl Cluster {
                 .arg(NODES)
                 .arg(&self.node)
                 .arg(0)
-                .query_async::<i64>(&mut self.conn.clone()))
+                .query_async::<i64>(&mut self.conn()))
             .await;
         if marked.is_ok() {
             let _ = self.reap().await;

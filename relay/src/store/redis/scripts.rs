@@ -62,6 +62,7 @@ pub(super) struct Scripts {
     pub(super) reap: Script,
     pub(super) reassert: Script,
     pub(super) idem_claim: Script,
+    pub(super) idem_record: Script,
     pub(super) rate: Script,
     pub(super) declare: Script,
     pub(super) set_mode: Script,
@@ -208,6 +209,16 @@ local h = redis.call('HMGET', KEYS[1], 'fp', 'status', 'body', 'until')
 if h[1] ~= ARGV[1] then return {'conflict'} end
 if h[2] then return {'done', h[2], h[3]} end
 return {'pending', h[4]}",
+            ),
+            // ARGV: request fingerprint, status, body, window ms. Another request's claim is
+            // left alone; a lost claim is written again with its expiry.
+            idem_record: Script::new(
+                r"
+local fp = redis.call('HGET', KEYS[1], 'fp')
+if fp and fp ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'status', ARGV[2], 'body', ARGV[3])
+if redis.call('PTTL', KEYS[1]) < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[4]) end
+return 1",
             ),
             // What a tab declared: only from the socket that holds the key; an equal declaration
             // changes nothing. ARGV: node, sid, handles (joined), page tools ('' for none)

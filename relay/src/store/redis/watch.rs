@@ -85,7 +85,7 @@ impl Drop for Slot {
             let _ = cluster
                 .op(redis::cmd("DECR")
                     .arg(counter)
-                    .query_async::<i64>(&mut cluster.conn.clone()))
+                    .query_async::<i64>(&mut cluster.conn()))
                 .await;
         });
     }

@@ -1,0 +1,121 @@
+//! How the relay reaches Redis: one server as `RELAY_REDIS_URL` names it (plain, TLS, Unix
+//! socket), or the primary the sentinels name, asked again while the relay runs so that a
+//! failover moves every connection to the new primary (see [`super::Cluster::follow`]).
+
+use std::time::Duration;
+
+use redis::Client;
+
+use crate::config::{RedisTarget, SentinelTarget};
+
+/// Bound on asking one sentinel.
+const SENTINEL_TIMEOUT: Duration = Duration::from_millis(500);
+
+pub struct Link {
+    target: RedisTarget,
+    /// PEM roots for TLS (`RELAY_REDIS_CA_FILE`); `None`: the system's.
+    ca: Option<Vec<u8>>,
+}
+
+/// Adds `protocol=resp3` (pushed pub/sub messages need it) unless the URL says otherwise.
+pub(super) fn with_resp3(url: &str) -> String {
+    if url.contains("protocol=") {
+        url.to_owned()
+    } else if url.contains('?') {
+        format!("{url}&protocol=resp3")
+    } else {
+        format!("{url}?protocol=resp3")
+    }
+}
+
+impl Link {
+    pub fn new(target: RedisTarget, ca: Option<Vec<u8>>) -> Link {
+        Link { target, ca }
+    }
+
+    pub fn sentinel(&self) -> Option<&SentinelTarget> {
+        match &self.target {
+            RedisTarget::Sentinel(s) => Some(s),
+            RedisTarget::Single { .. } => None,
+        }
+    }
+
+    /// A client for `url`, trusting the configured CA for TLS. Its errors never quote the URL.
+    pub(super) fn client(&self, url: &str) -> anyhow::Result<Client> {
+        let url = with_resp3(url);
+        let client = match &self.ca {
+            Some(ca) if self.target.tls() => Client::build_with_tls(
+                url.as_str(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(ca.clone()),
+                },
+            ),
+            _ => Client::open(url.as_str()),
+        };
+        // The redis crate's parse errors name the problem, never the URL's password.
+        client.map_err(|e| anyhow::anyhow!("RELAY_REDIS_URL is not usable: {e}"))
+    }
+
+    /// A client for the primary, and where it is when sentinels named it.
+    pub async fn primary(&self) -> anyhow::Result<(Client, Option<(String, u16)>)> {
+        match &self.target {
+            RedisTarget::Single { url, .. } => Ok((self.client(url)?, None)),
+            RedisTarget::Sentinel(s) => {
+                let (host, port) = self.ask_sentinels(s).await?;
+                let client = self.client(&s.server_url(&host, port, true))?;
+                Ok((client, Some((host, port))))
+            }
+        }
+    }
+
+    /// Where the sentinels say the primary is: the first sentinel that answers is believed.
+    pub async fn ask_sentinels(&self, s: &SentinelTarget) -> anyhow::Result<(String, u16)> {
+        let mut last = String::from("no sentinel answered");
+        for (host, port) in &s.sentinels {
+            let asked = async {
+                let client = self.client(&s.server_url(host, *port, false))?;
+                let mut conn = client.get_multiplexed_async_connection().await?;
+                let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(&s.primary)
+                    .query_async(&mut conn)
+                    .await?;
+                anyhow::Ok(addr)
+            };
+            match tokio::time::timeout(SENTINEL_TIMEOUT, asked).await {
+                Ok(Ok(Some(addr))) => return Ok(addr),
+                Ok(Ok(None)) => {
+                    last = format!(
+                        "sentinel {host}:{port} knows no primary named {:?}",
+                        s.primary
+                    );
+                }
+                Ok(Err(e)) => last = format!("sentinel {host}:{port}: {e}"),
+                Err(_) => last = format!("sentinel {host}:{port} did not answer in time"),
+            }
+        }
+        anyhow::bail!("cannot find the Redis primary through the sentinels ({last})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_get_resp3_unless_they_choose() {
+        assert_eq!(
+            with_resp3("redis://h:6379"),
+            "redis://h:6379?protocol=resp3"
+        );
+        assert_eq!(
+            with_resp3("redis://h:6379/2?x=1"),
+            "redis://h:6379/2?x=1&protocol=resp3"
+        );
+        assert_eq!(
+            with_resp3("redis://h?protocol=resp2"),
+            "redis://h?protocol=resp2"
+        );
+    }
+}

@@ -1,0 +1,53 @@
+//! What Redis may lose in a failover, and what the store does about it.
+
+use std::time::Duration;
+
+use relay::store::claims::Claimed;
+use relay::store::{KeyStore, RedisStore};
+
+use super::{BOUND, TOKENS_PER_MIN, connect, fresh_key, local_keys, outcome, start_redis};
+
+/// An outcome recorded after its claim was lost (a primary that died before its replica had
+/// it) is written with its fingerprint and an expiry: a retry replays it, other content under
+/// the same Idempotency-Key is still a conflict, and the record does not stay forever.
+#[tokio::test]
+async fn an_outcome_recorded_after_its_claim_was_lost_replays() {
+    let server = start_redis();
+    let cluster = connect(server.port).await;
+    let store = RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN, BOUND);
+    let key = fresh_key();
+    let timeout = Duration::from_secs(1);
+    let Claimed::Run(recorder) = store.claim(&key, "i-lost", 7, timeout).await.unwrap() else {
+        panic!("the first claim runs")
+    };
+    let mut raw = redis::Client::open(format!("redis://127.0.0.1:{}", server.port))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let name = format!("va:idem:{}:i-lost", relay::store::redis::rid(&key));
+    let removed: i64 = redis::cmd("DEL")
+        .arg(&name)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(removed, 1, "the claim was stored under {name}");
+    recorder
+        .record(&outcome(200, b"{\"ok\":true}"))
+        .await
+        .unwrap();
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&name)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(ttl > 0, "the record expires (PTTL {ttl})");
+    let Claimed::Replay(replayed) = store.claim(&key, "i-lost", 7, timeout).await.unwrap() else {
+        panic!("a retry replays the recorded outcome")
+    };
+    assert_eq!(replayed.status.as_u16(), 200);
+    assert!(matches!(
+        store.claim(&key, "i-lost", 8, timeout).await.unwrap(),
+        Claimed::Conflict
+    ));
+}
