@@ -144,7 +144,7 @@ cmd_bench() {
     [[ "$minutes" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "bench --soak takes a number of minutes"
     say "building the release relay…"
     cargo build --release -p relay
-    web_deps
+    e2e_deps
     if [[ "${3:-}" == --failover ]]; then
       # Three nodes on a primary + replica + three sentinels, the primary failing over every 75 s.
       node "$ROOT/scripts/soak.mjs" --minutes "$minutes" --nodes 3 --failover-every "${4:-75}"

@@ -23,17 +23,18 @@
 // key, no connected socket, no call in flight and no acknowledgement pending, with the keys it
 // still knows being only the revoked tombstones it must keep until their tokens expire.
 // Exit status 1 when a check fails. Raw figures go to .run/bench/soak-<time>.json.
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { mkdirSync, readFileSync, writeFileSync, openSync, closeSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+// Relays and Redis come from the black-box suites' harness (e2e/harness), like every test's.
+import { startRelay as launchRelay, startRedis, startSentinels } from '../e2e/harness/index.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const { io } = createRequire(join(root, 'web/package.json'))('socket.io-client');
+const { io } = createRequire(join(root, 'e2e/package.json'))('socket.io-client');
 const argv = process.argv.slice(2);
 const opt = (name, dflt) => { const i = argv.indexOf(name); return i >= 0 ? argv[i + 1] : dflt; };
 const minutes = Number(opt('--minutes', '1'));
@@ -48,12 +49,9 @@ const CALL_TIMEOUT_MS = 800;
 const IDEM_WINDOW_S = Math.min(300, Math.max(5, Math.floor(minutes * 60 / 6)));
 const WARMUP_MS = Math.max(minutes * 60000 / 3, (IDEM_WINDOW_S + 10) * 1000);
 const SECRET = `soak-${randomBytes(16).toString('hex')}`;
-const logDir = join(root, '.run/bench');
-mkdirSync(logDir, { recursive: true });
+const reportDir = join(root, '.run/bench');
+mkdirSync(reportDir, { recursive: true });
 
-const freePort = () => new Promise((resolveP) => {
-  const s = net.createServer();
-  s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolveP(port)); });
 });
 const pick = (xs) => xs[Math.floor(Math.random() * xs.length)];
 const rssKb = (pid) => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]);
@@ -67,35 +65,19 @@ async function until(what, ms, check) {
   throw new Error(`timed out after ${ms} ms waiting for ${what}`);
 }
 
+/** A relay node for the soak: the harness's launch (its log is searched for the soak's secrets
+ * when it stops), with the soak's short timeouts and windows. */
 async function startRelay(name, extra) {
-  const port = await freePort();
-  const log = openSync(join(logDir, `soak-${name}.log`), 'w');
-  const proc = spawn(bin, [], {
-    env: {
-      PATH: process.env.PATH, RUST_LOG: 'warn', RELAY_ADDR: `127.0.0.1:${port}`,
-      LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'soak-livekit-secret-0123456789abcdef',
-      RELAY_AGENT_SECRET: SECRET, RELAY_TOKEN_MODE: 'open', RELAY_TOKEN_RATE_PER_MIN: '1000000',
-      RELAY_AGENT_RATE_PER_SEC: '1000000', RELAY_RECONNECT_GRACE_MS: String(GRACE_MS),
-      RELAY_UNBOUND_KEY_TTL_SECS: '2', RELAY_TOKEN_TTL_SECS: '3600',
-      RELAY_DEFAULT_TIMEOUT_MS: '2000', RELAY_MAX_TIMEOUT_MS: '2000', RELAY_IDEMPOTENCY_WINDOW_SECS: String(IDEM_WINDOW_S),
-      ...extra,
-    },
-    stdio: ['ignore', log, log],
-  });
-  closeSync(log);
-  const url = `http://127.0.0.1:${port}`;
-  await until(`${name} to be ready`, 15000, async () => (await fetch(`${url}/readyz`).catch(() => null))?.ok);
-  return { name, url, proc };
-}
-
-async function startRedis() {
-  const port = await freePort();
-  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-  await until('redis-server', 10000, () => new Promise((r) => {
-    const s = net.connect(port, '127.0.0.1', () => { s.end(); r(true); });
-    s.once('error', () => r(false));
-  }));
-  return { url: `redis://127.0.0.1:${port}`, proc };
+  const relay = await launchRelay({
+    RUST_LOG: 'info', LIVEKIT_API_SECRET: 'soak-livekit-secret-0123456789abcdef',
+    RELAY_AGENT_SECRET: SECRET, RELAY_TOKEN_MODE: 'open', RELAY_ALLOW_BARE_KEYS: 'false',
+    RELAY_TOKEN_RATE_PER_MIN: '1000000', RELAY_AGENT_RATE_PER_SEC: '1000000',
+    RELAY_RECONNECT_GRACE_MS: String(GRACE_MS), RELAY_UNBOUND_KEY_TTL_SECS: '2', RELAY_TOKEN_TTL_SECS: '3600',
+    RELAY_DEFAULT_TIMEOUT_MS: '2000', RELAY_MAX_TIMEOUT_MS: '2000', RELAY_IDEMPOTENCY_WINDOW_SECS: String(IDEM_WINDOW_S),
+    ...extra,
+  }, { name: `soak-${name}`, bin });
+  await until(`${name} to be ready`, 15000, async () => (await fetch(`${relay.url}/readyz`).catch(() => null))?.ok);
+  return relay;
 }
 
 async function api(url, path, init = {}, ms = CALL_TIMEOUT_MS + 10000) {
@@ -340,9 +322,9 @@ async function run(mode) {
     return final.every((m) => m.bound === 0 && m.tabs === 0 && m.inflight === 0 && m.pending === 0 && m.cancellable === 0 && m.known <= revoked);
   }).catch((e) => stats.unexpected.push(`${e.message}: ${JSON.stringify(final)}`));
 
-  for (const n of nodes) { n.proc.kill('SIGTERM'); }
-  await Promise.all(nodes.map((n) => new Promise((r) => (n.proc.exitCode !== null ? r() : n.proc.once('exit', r)))));
-  redis?.proc?.kill('SIGKILL');
+  // Stopping a node searches its log for the soak's secrets (the harness's check).
+  await Promise.all(nodes.map((n) => n.stop().catch((e) => stats.unexpected.push(`${n.name}: ${e.message}`))));
+  if (!failover) await redis?.stop();
   if (failover) stats.failovers = await failover.finish();
 
   const drift = (atEnd - afterWarmup) / afterWarmup;
@@ -374,7 +356,6 @@ async function run(mode) {
 const WINDOW_MS = 5000;
 
 async function startFailovers() {
-  const { startSentinels } = await import('../e2e/harness/sentinel.mjs');
   const set = await startSentinels({ downAfterMs: 1000 });
   const events = [];
   const near = (t) => events.some((e) => t >= e.began - 1500 && t <= (e.named ?? Infinity) + WINDOW_MS);
@@ -432,6 +413,6 @@ for (const mode of modes) {
   results.push(report);
   allOk &&= ok;
 }
-writeFileSync(join(logDir, `soak-${new Date().toISOString().replace(/[:.]/g, '-')}.json`), JSON.stringify(results, null, 2));
+writeFileSync(join(reportDir, `soak-${new Date().toISOString().replace(/[:.]/g, '-')}.json`), JSON.stringify(results, null, 2));
 console.log(allOk ? 'soak: passed' : 'soak: FAILED');
 process.exit(allOk ? 0 : 1);

@@ -21,7 +21,7 @@ export const strangerKey = () => `va_${randomBytes(32).toString('hex')}`;
  * (anyone gets a token, always in a fresh room) with bare-key binding on, so the tests of
  * binding and calls need no credential to mint; tests of the token modes set their own.
  */
-export async function startRelay(env = {}, { name = 'relay' } = {}) {
+export async function startRelay(env = {}, { name = 'relay', bin = relayBin } = {}) {
   const agentSecret = env.RELAY_AGENT_SECRET?.split(',')[0] ?? secret('as');
   const livekitSecret = env.LIVEKIT_API_SECRET ?? secret('lk');
   const fullEnv = {
@@ -37,7 +37,7 @@ export async function startRelay(env = {}, { name = 'relay' } = {}) {
     RELAY_ALLOW_BARE_KEYS: 'true',
     ...env,
   };
-  const started = await launchServer({ name, bin: relayBin, env: fullEnv, stream: 'stdout', banner: 'relay' });
+  const started = await launchServer({ name, bin, env: fullEnv, stream: 'stdout', banner: 'relay' });
   const issuer = fullEnv.RELAY_TOKEN_MODE === 'issuer' ? fullEnv.RELAY_TOKEN_ISSUER_SECRET?.split(',')[0] : undefined;
   const relay = new Relay({ ...started, agentSecret, livekitSecret, issuerSecret: issuer });
   relay.remember(agentSecret, livekitSecret, ...(fullEnv.RELAY_TOKEN_ISSUER_SECRET ?? '').split(','), fullEnv.RELAY_APP_JWT_SECRET);
