@@ -54,7 +54,8 @@ struct Echo {
     seq: u64,
 }
 
-type Sender = hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>;
+pub(crate) type Sender =
+    hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>;
 
 /// One HTTP/1.1 keep-alive connection, driven by its own task: the cheapest client there is,
 /// so the generator spends its core on load, not on client machinery.
@@ -65,6 +66,33 @@ async fn connect(server: SocketAddr) -> anyhow::Result<Sender> {
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)).await?;
     tokio::spawn(conn);
     Ok(sender)
+}
+
+/// One `POST /api/voice-agent/tool-call` on `sender`: the status and the whole body, or what
+/// failed ("transport", "body", "timeout" when nothing came within `within`).
+pub(crate) async fn post_tool_call(
+    sender: &mut Sender,
+    auth: &str,
+    body: String,
+    within: Duration,
+) -> Result<(u16, bytes::Bytes), String> {
+    sender.ready().await.map_err(|_| "transport".to_owned())?;
+    let request = hyper::Request::post("/api/voice-agent/tool-call")
+        .header("host", "relay")
+        .header("authorization", auth)
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+        .map_err(|_| "request".to_owned())?;
+    let response = tokio::time::timeout(within, sender.send_request(request))
+        .await
+        .map_err(|_| "timeout".to_owned())?
+        .map_err(|_| "transport".to_owned())?;
+    let status = response.status().as_u16();
+    let bytes = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .map_err(|_| "body".to_owned())?
+        .to_bytes();
+    Ok((status, bytes))
 }
 
 pub async fn agent(config: AgentConfig) -> AgentResult {
@@ -120,22 +148,7 @@ pub async fn agent(config: AgentConfig) -> AgentResult {
                 sender = Some(connect(server).await.map_err(|_| "connect".to_owned())?);
             }
             let s = sender.as_mut().ok_or("connect")?;
-            s.ready().await.map_err(|_| "transport".to_owned())?;
-            let request = hyper::Request::post("/api/voice-agent/tool-call")
-                .header("host", "relay")
-                .header("authorization", &auth)
-                .header("content-type", "application/json")
-                .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-                .map_err(|_| "request".to_owned())?;
-            let response = tokio::time::timeout(Duration::from_secs(30), s.send_request(request))
-                .await
-                .map_err(|_| "timeout".to_owned())?
-                .map_err(|_| "transport".to_owned())?;
-            let status = response.status().as_u16();
-            let bytes = http_body_util::BodyExt::collect(response.into_body())
-                .await
-                .map_err(|_| "body".to_owned())?
-                .to_bytes();
+            let (status, bytes) = post_tool_call(s, &auth, body, Duration::from_secs(30)).await?;
             if status == 200 {
                 Ok(bytes)
             } else {

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use crate::meters::Percentiles;
 use crate::roam::Roam;
 
-type Sender = hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>;
+use crate::agent::{Sender, post_tool_call};
 
 /// Where and how fast to call.
 pub struct CallPlan {
@@ -237,22 +237,7 @@ async fn call(
         Some(s) if !s.is_closed() => s,
         _ => connect(server).await?,
     };
-    sender.ready().await.map_err(|_| "transport".to_owned())?;
-    let request = hyper::Request::post("/api/voice-agent/tool-call")
-        .header("host", "relay")
-        .header("authorization", auth)
-        .header("content-type", "application/json")
-        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-        .map_err(|_| "request".to_owned())?;
-    let response = tokio::time::timeout(Duration::from_secs(130), sender.send_request(request))
-        .await
-        .map_err(|_| "no response in 130 s".to_owned())?
-        .map_err(|_| "transport".to_owned())?;
-    let status = response.status().as_u16();
-    let bytes = http_body_util::BodyExt::collect(response.into_body())
-        .await
-        .map_err(|_| "body".to_owned())?
-        .to_bytes();
+    let (status, bytes) = post_tool_call(&mut sender, auth, body, Duration::from_secs(130)).await?;
     pool.lock().unwrap_or_else(|e| e.into_inner()).push(sender);
     if status == 200 {
         return Ok(bytes);
