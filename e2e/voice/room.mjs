@@ -294,7 +294,7 @@ export function voiceRoom(kind) {
     await shot(page, `${spec.prefix}-05-audio`);
   });
 
-  test(`push-to-talk: the microphone is muted until Space is held, and open again when push-to-talk is off${spec.label}`, async () => {
+  test(`push-to-talk: the microphone is muted until Space is held, and open again when push-to-talk is off, at the page and at the agent${spec.label}`, async () => {
     // The loudest microphone level the page measures over `ms` (the speech has pauses).
     const loudest = async (ms = 1500) => {
       let max = 0;
@@ -303,20 +303,37 @@ export function voiceRoom(kind) {
       }
       return max;
     };
+    // What the agent heard (its mic_level reports, one a second while audio reaches it) between
+    // two moments; a muted track reaches it as silence or not at all.
+    const agentHeard = (from, to) => agentEvents.filter((e) => e.event === 'mic_level' && e.at >= from && e.at <= to);
+    const audible = (e) => e.peak > 0.001;
     await page.check('#ptt-mode');
     await waitFor('the muted microphone to fall silent', 5000, async () => (await loudest(800)) === 0, 0);
+    // Frames already on their way may still arrive: the agent's muted window starts a second later.
+    const mutedFrom = Date.now() + 1000;
+    await sleep(3000);
     await page.evaluate(() => document.activeElement?.blur());
+    const pressedAt = Date.now();
     await page.keyboard.down('Space');
     assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'true');
     const held = await loudest(2500);
     await page.keyboard.up('Space');
+    const releasedAt = Date.now();
     assert.ok(held > 0.001, `the microphone sounds while Space is held (${held})`);
     assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'false');
+    const mutedBefore = agentHeard(mutedFrom, pressedAt);
+    assert.ok(!mutedBefore.some(audible), `the agent heard nothing while push-to-talk was not held: ${JSON.stringify(mutedBefore)}`);
+    await agentEvent((e) => e.event === 'mic_level' && e.at > pressedAt && audible(e), 5000, 'hearing the microphone while Space is held');
     await waitFor('silence again after release', 5000, async () => (await loudest(800)) === 0, 0);
+    await sleep(3000);
+    const mutedAfter = agentHeard(releasedAt + 1500, Date.now());
+    assert.ok(!mutedAfter.some(audible), `the agent heard nothing after release: ${JSON.stringify(mutedAfter)}`);
     await shot(page, `${spec.prefix}-05a-push-to-talk`);
+    const openedAt = Date.now();
     await page.uncheck('#ptt-mode');
     const open = await loudest(2500);
     assert.ok(open > 0.001, `push-to-talk off: the microphone is open again (${open})`);
+    await agentEvent((e) => e.event === 'mic_level' && e.at > openedAt && audible(e), 5000, 'hearing the microphone again once push-to-talk is off');
   });
 
   test(`push-to-talk interrupts the agent: pressed while it speaks, its start_turn RPC cuts the reply short${spec.label}`, async () => {
