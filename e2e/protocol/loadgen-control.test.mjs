@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
-import { startRelay, startRedis, within, loadgenBin } from '../harness/index.mjs';
+import { startRelay, startRedis, within, sleep, loadgenBin } from '../harness/index.mjs';
 
 const shared = {
   LIVEKIT_API_SECRET: `lk-${randomBytes(24).toString('hex')}`,
@@ -57,6 +57,9 @@ test('loadgen --control: binds on two nodes, calls each tab, brings a lost node\
   assert.equal(quiet.roam.drops, 0);
 
   A.proc.kill('SIGKILL');
+  // `roam` waits while tabs are away: give the tabs of A the moment they need to see it gone.
+  await within(5000, A.exited, 'node A to exit');
+  await sleep(1000);
   gen.stdin.write('roam 20\n');
   const roam = (await next('roam')).roam;
   assert.equal(roam.drops, 6, JSON.stringify(roam));
