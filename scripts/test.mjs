@@ -6,7 +6,7 @@
 // "N passed, N failed" adds them up, and a runner that died before reporting counts as failed.
 // Lints, builds and install steps stop the run at the first failure; test runners do not.
 import { spawn, spawnSync } from 'node:child_process';
-import { createWriteStream, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { createWriteStream, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { total, writeStatusReport } from './lib/reports.mjs';
@@ -81,8 +81,13 @@ const report = (name) => join(REPORTS, name);
 /** node:test with the spec reporter on stdout and a JUnit report for the count. */
 async function nodeTests(name, cwd, args, env = {}, wrap = []) {
   const xml = report(`${name}.xml`);
+  // A folder stands for its `*.test.mjs` files: given the folder, node --test would also run
+  // the helper modules beside them, each counted as a passing test.
+  const files = args.flatMap((a) => (a.endsWith('/')
+    ? readdirSync(join(cwd, a)).filter((f) => f.endsWith('.test.mjs')).sort().map((f) => a + f)
+    : [a]));
   const nodeArgs = ['--test', '--test-reporter=spec', '--test-reporter-destination=stdout',
-    '--test-reporter=junit', `--test-reporter-destination=${xml}`, ...args];
+    '--test-reporter=junit', `--test-reporter-destination=${xml}`, ...files];
   const [cmd, ...pre] = wrap.length ? wrap : [process.execPath];
   const status = await run(cmd, [...pre, ...(wrap.length ? [process.execPath] : []), ...nodeArgs], { cwd, env });
   runner(name, [xml], status);
