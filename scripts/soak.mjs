@@ -52,7 +52,6 @@ const SECRET = `soak-${randomBytes(16).toString('hex')}`;
 const reportDir = join(root, '.run/bench');
 mkdirSync(reportDir, { recursive: true });
 
-});
 const pick = (xs) => xs[Math.floor(Math.random() * xs.length)];
 const rssKb = (pid) => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]);
 
