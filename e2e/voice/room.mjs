@@ -438,7 +438,7 @@ export function voiceRoom(kind) {
   });
 
   if (spec.answersText) {
-    test(`text mode where the browser has no microphone: the page joins without one, the agent's tools reach it, a typed message is answered${spec.label}`, async () => {
+    test(`text mode where the browser has no microphone: the page joins without one, the agent's tools reach it, a typed message is answered; Back asks first, then leaves the room${spec.label}`, async () => {
       const { page: bare, errors } = await pageWithoutMicrophoneApi(context, `${relay.url}/?ice=none`);
       try {
         // The first screen says why voice cannot work here and offers text chat.
@@ -464,6 +464,22 @@ export function voiceRoom(kind) {
         await bare.waitForFunction(() => document.getElementById('chat-input').value === '', null, { timeout: 10000 });
         await waitFor('the agent to answer in the transcript', 30000, async () => (await agentItems()) > before, 200);
         await shot(bare, `${spec.prefix}-06-text-mode`);
+        // Back asks first: Stay keeps the room; Leave leaves it (LiveKit tells the worker, which
+        // revokes the key) and returns to the first screen.
+        const key = (await bare.textContent('#dev-key')).trim();
+        const ask = async () => {
+          await bare.click('#back');
+          await bare.waitForSelector('dialog.voice-relay-leave[open]', { timeout: 3000 });
+        };
+        await ask();
+        await bare.click('dialog.voice-relay-leave button[data-answer="stay"]');
+        await bare.waitForSelector('dialog.voice-relay-leave', { state: 'detached', timeout: 3000 });
+        assert.equal(await bare.getAttribute('#voice', 'data-state'), 'connected', 'Stay keeps the room');
+        await ask();
+        await bare.click('dialog.voice-relay-leave button[data-answer="leave"]');
+        await bare.waitForSelector('#start-text', { state: 'visible', timeout: 5000 });
+        assert.equal(await bare.getAttribute('#voice', 'data-state'), 'off', 'Leave leaves the room');
+        await waitFor('the key of the session left to be revoked', 45000, async () => (await relay.keyState(key)).status === 404, 250);
         assert.deepEqual(errors, []);
       } finally {
         await bare.close();
