@@ -36,7 +36,7 @@ pub async fn maintain(app: Arc<App>, cluster: Arc<Cluster>) {
                             "Redis answers again; writing this node's bindings back in case they were reaped meanwhile"
                         );
                     }
-                    unsure = !reassert_all(&app, &cluster).await;
+                    unsure = !cluster.resubscribe().await || !reassert_all(&app, &cluster).await;
                 } else {
                     unsure = false;
                 }

@@ -58,6 +58,8 @@ pub struct PubSub {
     handlers: Handlers,
     /// Held while subscribing and while switching, so no subscription misses the new server.
     subscribing: Arc<tokio::sync::Mutex<()>>,
+    /// The classic channels among the subscribed ones (on a cluster, the others are sharded).
+    broadcast: Arc<RwLock<std::collections::HashSet<String>>>,
 }
 
 fn handlers_read(
@@ -108,6 +110,7 @@ impl PubSub {
             conn: Arc::new(RwLock::new(Wire::Single(conn))),
             handlers,
             subscribing: Arc::default(),
+            broadcast: Arc::default(),
         })
     }
 
@@ -127,6 +130,7 @@ impl PubSub {
             conn: Arc::new(RwLock::new(Wire::Cluster(conn))),
             handlers,
             subscribing: Arc::default(),
+            broadcast: Arc::default(),
         })
     }
 
@@ -198,12 +202,45 @@ impl PubSub {
         let (tx, rx) = mpsc::channel(size);
         let _held = self.subscribing.lock().await;
         handlers_write(&self.handlers).insert(chan.clone(), tx);
+        if !sharded {
+            self.broadcast
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(chan.clone());
+        }
         match self.conn() {
             Wire::Single(mut c) => c.subscribe(chan.as_str()).await?,
             Wire::Cluster(mut c) if sharded => c.ssubscribe(chan.as_str()).await?,
             Wire::Cluster(mut c) => c.subscribe(chan.as_str()).await?,
         }
         Ok(MessageStream::new(rx))
+    }
+}
+
+impl PubSub {
+    /// On a cluster, subscribes every channel again. The cluster connection re-subscribes after
+    /// a node's connection drops, but a subscription it retried while the cluster could not
+    /// serve every slot (all its servers restarting) may be lost: the relay calls this once the
+    /// cluster answers again after an outage. Subscribing twice to a channel is harmless.
+    pub async fn resubscribe(&self) -> redis::RedisResult<()> {
+        let Wire::Cluster(mut c) = self.conn() else {
+            return Ok(());
+        };
+        let _held = self.subscribing.lock().await;
+        let chans: Vec<String> = handlers_read(&self.handlers).keys().cloned().collect();
+        let broadcast = self
+            .broadcast
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for chan in chans {
+            if broadcast.contains(&chan) {
+                c.subscribe(chan.as_str()).await?;
+            } else {
+                c.ssubscribe(chan.as_str()).await?;
+            }
+        }
+        Ok(())
     }
 }
 

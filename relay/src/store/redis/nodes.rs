@@ -67,6 +67,23 @@ impl Cluster {
         })
     }
 
+    /// On a Redis Cluster, subscribes the pub/sub channels again after an outage (see
+    /// [`crate::pubsub::PubSub::resubscribe`]); true when done (always on one server, whose
+    /// connection re-subscribes by itself).
+    pub async fn resubscribe(&self) -> bool {
+        if !self.sharded {
+            return true;
+        }
+        match tokio::time::timeout(super::OP_TIMEOUT * 2, self.pubsub.resubscribe()).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::warn!(cause = %e, "cannot subscribe the pub/sub channels again yet");
+                false
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Leaves the cluster: this node's entry is marked stale and reaped at once, so keys whose
     /// release did not reach Redis go offline now rather than when their TTL ends.
     pub async fn leave(&self) {
