@@ -366,6 +366,9 @@ async fn redis_store_on_a_cluster() {
     let store = RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN, BOUND)
         .with_agents(&[[7; 32]], AGENT_RATE);
     suite(&store).await;
+    tokio::task::spawn_blocking(move || cluster::check_config(&servers))
+        .await
+        .expect("check-config on the cluster");
 }
 
 /// The Redis scripts follow the lifecycle table: every reachable key, every event that a script

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use redis::Client;
 
+use super::conn::Conn;
 use crate::config::{RedisTarget, SentinelTarget};
 
 /// Bound on asking one sentinel.
@@ -128,6 +129,48 @@ impl Link {
         }
         anyhow::bail!("cannot find the Redis primary through the sentinels ({last})")
     }
+}
+
+/// A connection error in words an operator acts on (the password is never part of it).
+pub(crate) fn explain(e: &redis::RedisError) -> String {
+    let text = e.to_string();
+    if text.contains("WRONGPASS") || text.contains("invalid password") || text.contains("NOAUTH") {
+        format!("Redis refused the credentials in RELAY_REDIS_URL (user or password wrong): {text}")
+    } else if text.contains("certificate") || text.contains("InvalidCertificate") {
+        format!("Redis's TLS certificate is not trusted (see RELAY_REDIS_CA_FILE): {text}")
+    } else {
+        text
+    }
+}
+
+/// The major version of Redis (of one node of a cluster).
+pub(super) async fn redis_version(conn: &mut Conn) -> Option<u32> {
+    let info = match conn {
+        Conn::Single(c) => server_info(c).await?,
+        Conn::Cluster(c) => {
+            super::sharded::one_node(c, redis::cmd("INFO").arg("server").to_owned())
+                .await
+                .ok()?
+        }
+    };
+    version_of(&info)
+}
+
+pub(super) async fn server_info(conn: &mut impl redis::aio::ConnectionLike) -> Option<String> {
+    redis::cmd("INFO")
+        .arg("server")
+        .query_async(conn)
+        .await
+        .ok()
+}
+
+pub(super) fn version_of(info: &str) -> Option<u32> {
+    let line = info.lines().find(|l| l.starts_with("redis_version:"))?;
+    line["redis_version:".len()..]
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]

@@ -164,7 +164,8 @@ mod sharded;
 mod sharded_ops;
 mod watch;
 
-use link::Link;
+pub(crate) use link::explain;
+use link::{Link, redis_version, server_info, version_of};
 
 use scripts::Scripts;
 pub use watch::{KeyEvents, Slot, Watch};
@@ -456,50 +457,10 @@ impl Cluster {
     }
 }
 
-/// A connection error in words an operator acts on (the password is never part of it).
-pub(crate) fn explain(e: &redis::RedisError) -> String {
-    let text = e.to_string();
-    if text.contains("WRONGPASS") || text.contains("invalid password") || text.contains("NOAUTH") {
-        format!("Redis refused the credentials in RELAY_REDIS_URL (user or password wrong): {text}")
-    } else if text.contains("certificate") || text.contains("InvalidCertificate") {
-        format!("Redis's TLS certificate is not trusted (see RELAY_REDIS_CA_FILE): {text}")
-    } else {
-        text
-    }
-}
-
 fn cluster_config() -> redis::cluster::ClusterConfig {
     redis::cluster::ClusterConfig::new()
         .set_connection_timeout(OP_TIMEOUT)
         .set_response_timeout(OP_TIMEOUT)
-}
-
-/// The major version of Redis (of one node of a cluster).
-async fn redis_version(conn: &mut Conn) -> Option<u32> {
-    let info = match conn {
-        Conn::Single(c) => server_info(c).await?,
-        Conn::Cluster(c) => sharded::one_node(c, redis::cmd("INFO").arg("server").to_owned())
-            .await
-            .ok()?,
-    };
-    version_of(&info)
-}
-
-async fn server_info(conn: &mut impl redis::aio::ConnectionLike) -> Option<String> {
-    redis::cmd("INFO")
-        .arg("server")
-        .query_async(conn)
-        .await
-        .ok()
-}
-
-fn version_of(info: &str) -> Option<u32> {
-    let line = info.lines().find(|l| l.starts_with("redis_version:"))?;
-    line["redis_version:".len()..]
-        .split('.')
-        .next()?
-        .parse()
-        .ok()
 }
 
 #[cfg(test)]
