@@ -57,8 +57,44 @@ export async function startRedisCluster() {
       }
       for (const port of ports) {
         await until(`cluster_state:ok on port ${port}`, 30000, async () => (await cli(['-p', String(port), 'CLUSTER', 'INFO'], 2000)).out.includes('cluster_state:ok'));
+        // A replica takes over only once it has synchronised with its primary.
+        await until(`replication on port ${port}`, 30000, async () => {
+          const info = (await cli(['-p', String(port), 'INFO', 'replication'], 2000)).out;
+          return info.includes('role:master') || info.includes('master_link_status:up');
+        });
       }
       return this;
+    },
+    /**
+     * SIGKILLs the primary holding `name` (a key) and waits until its replica took over: the
+     * killed server is marked failed and every live server says `cluster_state:ok`. Returns the
+     * killed server's port.
+     */
+    async killPrimaryOf(name) {
+      let killed;
+      for (const [i, port] of ports.entries()) {
+        const role = await cli(['-p', String(port), 'ROLE'], 2000);
+        if (!role.out.startsWith('master')) continue;
+        const has = await cli(['-p', String(port), 'EXISTS', name], 2000);
+        if (has.out.trim() !== '1') continue;
+        killed = port;
+        this.procs[i].proc.kill('SIGKILL');
+        await within(5000, this.procs[i].exited, 'the primary to exit');
+        break;
+      }
+      if (!killed) throw new Error(`no primary holds ${name}`);
+      const live = ports.filter((p) => p !== killed);
+      await until('the replica to take over', 30000, async () => {
+        for (const port of live) {
+          const info = await cli(['-p', String(port), 'CLUSTER', 'INFO'], 2000);
+          if (!info.out.includes('cluster_state:ok')) return false;
+          const nodes = await cli(['-p', String(port), 'CLUSTER', 'NODES'], 2000);
+          const line = nodes.out.split('\n').find((l) => l.includes(`:${killed}@`));
+          if (!line || !line.split(' ')[2].split(',').includes('fail')) return false;
+        }
+        return true;
+      });
+      return killed;
     },
     async stop() {
       for (const { proc, exited } of this.procs) {

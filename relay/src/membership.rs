@@ -22,6 +22,10 @@ pub async fn maintain(app: Arc<App>, cluster: Arc<Cluster>) {
     loop {
         tick.tick().await;
         cluster.ping_listener().await;
+        // On a Redis Cluster, every channel is subscribed again each beat: after a primary died,
+        // the redis crate's connection does not always move the sharded subscriptions that were
+        // on it to its replica (a no-op on one server).
+        cluster.resubscribe().await;
         // Moved to a new primary (sentinels): it may lack what the old one took last.
         unsure |= cluster.take_moved();
         match cluster.heartbeat().await {
@@ -36,7 +40,7 @@ pub async fn maintain(app: Arc<App>, cluster: Arc<Cluster>) {
                             "Redis answers again; writing this node's bindings back in case they were reaped meanwhile"
                         );
                     }
-                    unsure = !cluster.resubscribe().await || !reassert_all(&app, &cluster).await;
+                    unsure = !reassert_all(&app, &cluster).await;
                 } else {
                     unsure = false;
                 }

@@ -220,8 +220,9 @@ impl PubSub {
 impl PubSub {
     /// On a cluster, subscribes every channel again. The cluster connection re-subscribes after
     /// a node's connection drops, but a subscription it retried while the cluster could not
-    /// serve every slot (all its servers restarting) may be lost: the relay calls this once the
-    /// cluster answers again after an outage. Subscribing twice to a channel is harmless.
+    /// serve every slot (all its servers restarting, or a primary's replica not promoted yet)
+    /// may be lost: the relay calls this every heartbeat. Subscribing twice to a channel is
+    /// harmless (a node subscribes a handful).
     pub async fn resubscribe(&self) -> redis::RedisResult<()> {
         let Wire::Cluster(mut c) = self.conn() else {
             return Ok(());

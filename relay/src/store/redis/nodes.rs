@@ -67,7 +67,7 @@ impl Cluster {
         })
     }
 
-    /// On a Redis Cluster, subscribes the pub/sub channels again after an outage (see
+    /// On a Redis Cluster, subscribes the pub/sub channels again (see
     /// [`crate::pubsub::PubSub::resubscribe`]); true when done (always on one server, whose
     /// connection re-subscribes by itself).
     pub async fn resubscribe(&self) -> bool {
