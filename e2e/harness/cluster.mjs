@@ -7,12 +7,16 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { logDir, repoRoot } from './paths.mjs';
 import { freePort, listening, sleep, within } from './proc.mjs';
+import { onRedisCluster, startRedisCluster } from './redis-cluster.mjs';
 
 /**
  * A real `redis-server` on a free loopback port, with no persistence (a restart comes back
- * empty, the harder case). `stop()` and `start()` may be called again, on the same port.
+ * empty, the harder case). `stop()` and `start()` may be called again, on the same port. With
+ * `E2E_REDIS=cluster`, a Redis Cluster instead (see `redis-cluster.mjs`), its `url` a
+ * `redis+cluster://` one.
  */
 export async function startRedis() {
+  if (onRedisCluster) return startRedisCluster();
   const port = await freePort();
   const logPath = join(logDir, `redis-${process.pid}-${port}.log`);
   const redis = {

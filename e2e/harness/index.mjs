@@ -6,6 +6,7 @@ export * from './paths.mjs';
 export * from './proc.mjs';
 export * from './relay.mjs';
 export * from './cluster.mjs';
+export { onRedisCluster } from './redis-cluster.mjs';
 export * from './livekit.mjs';
 export * from './stack.mjs';
 export * from './sentinel.mjs';

@@ -7,7 +7,14 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { startRelay, startRedis, sleep } from '../harness/index.mjs';
+import { startRelay, startRedis, sleep, onRedisCluster } from '../harness/index.mjs';
+
+// A proxy in front of one server cannot cut a node from a Redis Cluster: the cluster's
+// redirections name its servers' own addresses, which the node then reaches directly.
+const skip = onRedisCluster
+  ? 'on a Redis Cluster a proxy in front of one server cannot cut a node from Redis (redirections name the servers directly)'
+  : false;
+if (skip) console.log(`# partition.test.mjs skipped: ${skip}`);
 
 let redis;
 let cut;
@@ -71,6 +78,7 @@ async function node(name, redisUrl) {
 }
 
 before(async () => {
+  if (skip) return;
   redis = await startRedis();
   cut = await partitionProxy(redis.port);
   A = await node('relay-partitioned', cut.url);
@@ -118,7 +126,7 @@ async function until(what, ms, check) {
   throw new Error(`timed out after ${ms} ms waiting for ${what}`);
 }
 
-test('a node cut from Redis: nothing is misdelivered or doubled, /readyz tells the truth, state agrees after the heal', async () => {
+test('a node cut from Redis: nothing is misdelivered or doubled, /readyz tells the truth, state agrees after the heal', { skip }, async () => {
   const onA = await tabOn(A);
   const onB = await tabOn(B);
   const sent = new Map([[onA, []], [onB, []]]);

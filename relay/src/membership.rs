@@ -22,6 +22,10 @@ pub async fn maintain(app: Arc<App>, cluster: Arc<Cluster>) {
     loop {
         tick.tick().await;
         cluster.ping_listener().await;
+        // On a Redis Cluster, every channel is subscribed again each beat: after a primary died,
+        // the redis crate's connection does not always move the sharded subscriptions that were
+        // on it to its replica (a no-op on one server).
+        cluster.resubscribe().await;
         // Moved to a new primary (sentinels): it may lack what the old one took last.
         unsure |= cluster.take_moved();
         match cluster.heartbeat().await {

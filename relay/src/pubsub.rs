@@ -4,12 +4,21 @@
 //! connection is gone for good and the node stops hearing the others. This one sits on redis-rs's
 //! `ConnectionManager`, which reconnects with backoff and re-subscribes every channel, so a node
 //! rejoins the cluster by itself when Redis comes back.
+//!
+//! On a Redis Cluster it sits on the redis crate's cluster connection (which re-subscribes after
+//! failovers by itself). The Socket.IO adapter's channels are then sharded (`SPUBLISH` /
+//! `SSUBSCRIBE`: each message goes to the one shard owning its channel's slot, not over the whole
+//! cluster bus), like socketioxide-redis's own cluster driver. The relay's key events stay on one
+//! classic channel ([`PubSub::subscribe_broadcast`]), which a cluster forwards to every node: the
+//! scripts publish them in the key's slot without naming the channel as a key, and every relay
+//! node hears every key on one subscription.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
 use redis::aio::ConnectionManager;
+use redis::cluster_async::ClusterConnection;
 use redis::{AsyncCommands, FromRedisValue, PushInfo};
 use socketioxide_redis::drivers::{ChanItem, Driver, MessageStream};
 use tokio::sync::mpsc;
@@ -33,15 +42,24 @@ impl From<redis::RedisError> for DriverError {
 
 type Handlers = Arc<RwLock<HashMap<String, mpsc::Sender<ChanItem>>>>;
 
+/// The connection under the pub/sub: to one server, or to a cluster.
+#[derive(Clone)]
+enum Wire {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
 /// Publishes and subscribes on one reconnecting connection; pushed messages are routed to the
 /// subscriber of their channel. [`PubSub::switch`] moves it to another server (a new primary
 /// after a failover) with every subscription.
 #[derive(Clone)]
 pub struct PubSub {
-    conn: Arc<RwLock<ConnectionManager>>,
+    conn: Arc<RwLock<Wire>>,
     handlers: Handlers,
     /// Held while subscribing and while switching, so no subscription misses the new server.
     subscribing: Arc<tokio::sync::Mutex<()>>,
+    /// The classic channels among the subscribed ones (on a cluster, the others are sharded).
+    broadcast: Arc<RwLock<std::collections::HashSet<String>>>,
 }
 
 fn handlers_read(
@@ -57,7 +75,11 @@ fn handlers_write(
 }
 
 fn route(msg: PushInfo, handlers: &Handlers) {
-    if !matches!(msg.kind, redis::PushKind::Message) || msg.data.len() < 2 {
+    if !matches!(
+        msg.kind,
+        redis::PushKind::Message | redis::PushKind::SMessage
+    ) || msg.data.len() < 2
+    {
         return;
     }
     let mut data = msg.data.into_iter();
@@ -85,9 +107,30 @@ impl PubSub {
         let handlers: Handlers = Arc::default();
         let conn = Self::manager(client, config, &handlers).await?;
         Ok(PubSub {
-            conn: Arc::new(RwLock::new(conn)),
+            conn: Arc::new(RwLock::new(Wire::Single(conn))),
             handlers,
             subscribing: Arc::default(),
+            broadcast: Arc::default(),
+        })
+    }
+
+    /// Pub/sub on a Redis Cluster: its own cluster connection, with pushed messages routed.
+    pub async fn connect_cluster(
+        client: &redis::cluster::ClusterClient,
+        config: redis::cluster::ClusterConfig,
+    ) -> redis::RedisResult<Self> {
+        let handlers: Handlers = Arc::default();
+        let routed = handlers.clone();
+        let config = config.set_push_sender(move |msg: PushInfo| {
+            route(msg, &routed);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        let conn = client.get_async_connection_with_config(config).await?;
+        Ok(PubSub {
+            conn: Arc::new(RwLock::new(Wire::Cluster(conn))),
+            handlers,
+            subscribing: Arc::default(),
+            broadcast: Arc::default(),
         })
     }
 
@@ -106,7 +149,7 @@ impl PubSub {
         ConnectionManager::new_with_config(client, config).await
     }
 
-    fn conn(&self) -> ConnectionManager {
+    fn conn(&self) -> Wire {
         self.conn.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -124,7 +167,7 @@ impl PubSub {
         for chan in chans {
             conn.clone().subscribe(chan.as_str()).await?;
         }
-        *self.conn.write().unwrap_or_else(|p| p.into_inner()) = conn;
+        *self.conn.write().unwrap_or_else(|p| p.into_inner()) = Wire::Single(conn);
         Ok(())
     }
 }
@@ -133,18 +176,100 @@ impl PubSub {
     /// Checks the subscribing connection. It only receives, so without this it would notice a
     /// lost Redis (and reconnect and re-subscribe) only at its next publish.
     pub async fn ping(&self) -> redis::RedisResult<()> {
-        redis::cmd("PING")
-            .query_async::<redis::Value>(&mut self.conn())
-            .await
-            .map(drop)
+        let ping = redis::cmd("PING");
+        match self.conn() {
+            Wire::Single(mut c) => ping.query_async::<redis::Value>(&mut c).await.map(drop),
+            Wire::Cluster(mut c) => ping.query_async::<redis::Value>(&mut c).await.map(drop),
+        }
     }
+
+    /// Subscribes to a channel every node hears: on a cluster a classic channel (forwarded to
+    /// every cluster node), not a sharded one. The relay's key events use it.
+    pub async fn subscribe_broadcast(
+        &self,
+        chan: String,
+        size: usize,
+    ) -> Result<MessageStream<ChanItem>, DriverError> {
+        self.subscribe_as(chan, size, false).await
+    }
+
+    async fn subscribe_as(
+        &self,
+        chan: String,
+        size: usize,
+        sharded: bool,
+    ) -> Result<MessageStream<ChanItem>, DriverError> {
+        let (tx, rx) = mpsc::channel(size);
+        let _held = self.subscribing.lock().await;
+        handlers_write(&self.handlers).insert(chan.clone(), tx);
+        if !sharded {
+            self.broadcast
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(chan.clone());
+        }
+        match self.conn() {
+            Wire::Single(mut c) => c.subscribe(chan.as_str()).await?,
+            Wire::Cluster(mut c) if sharded => c.ssubscribe(chan.as_str()).await?,
+            Wire::Cluster(mut c) => c.subscribe(chan.as_str()).await?,
+        }
+        Ok(MessageStream::new(rx))
+    }
+}
+
+impl PubSub {
+    /// On a cluster, subscribes every channel again. The cluster connection re-subscribes after
+    /// a node's connection drops, but a subscription it retried while the cluster could not
+    /// serve every slot (all its servers restarting, or a primary's replica not promoted yet)
+    /// may be lost: the relay calls this every heartbeat. Subscribing twice to a channel is
+    /// harmless (a node subscribes a handful).
+    pub async fn resubscribe(&self) -> redis::RedisResult<()> {
+        let Wire::Cluster(mut c) = self.conn() else {
+            return Ok(());
+        };
+        let _held = self.subscribing.lock().await;
+        let chans: Vec<String> = handlers_read(&self.handlers).keys().cloned().collect();
+        let broadcast = self
+            .broadcast
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for chan in chans {
+            if broadcast.contains(&chan) {
+                c.subscribe(chan.as_str()).await?;
+            } else {
+                c.ssubscribe(chan.as_str()).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The subscriber count in a `PUBSUB NUMSUB`-like reply (`[channel, count]`, summed over the
+/// cluster's nodes by the redis crate).
+fn count_subscribers(reply: &redis::Value) -> u16 {
+    let items = match reply {
+        redis::Value::Array(items) => items.iter().collect::<Vec<_>>(),
+        redis::Value::Map(pairs) => pairs.iter().flat_map(|(k, v)| [k, v]).collect(),
+        _ => return 0,
+    };
+    items
+        .iter()
+        .filter_map(|v| match v {
+            redis::Value::Int(n) => u16::try_from(*n).ok(),
+            _ => None,
+        })
+        .sum()
 }
 
 impl Driver for PubSub {
     type Error = DriverError;
 
     async fn publish(&self, chan: String, val: Vec<u8>) -> Result<(), DriverError> {
-        self.conn().publish::<_, _, redis::Value>(chan, val).await?;
+        match self.conn() {
+            Wire::Single(mut c) => c.publish::<_, _, redis::Value>(chan, val).await?,
+            Wire::Cluster(mut c) => c.spublish::<_, _, redis::Value>(chan, val).await?,
+        };
         Ok(())
     }
 
@@ -153,26 +278,37 @@ impl Driver for PubSub {
         chan: String,
         size: usize,
     ) -> Result<MessageStream<ChanItem>, DriverError> {
-        let (tx, rx) = mpsc::channel(size);
-        let _held = self.subscribing.lock().await;
-        handlers_write(&self.handlers).insert(chan.clone(), tx);
-        self.conn().subscribe(chan.as_str()).await?;
-        Ok(MessageStream::new(rx))
+        self.subscribe_as(chan, size, true).await
     }
 
     async fn unsubscribe(&self, chan: String) -> Result<(), DriverError> {
         let _held = self.subscribing.lock().await;
         handlers_write(&self.handlers).remove(&chan);
-        self.conn().unsubscribe(chan).await?;
+        match self.conn() {
+            Wire::Single(mut c) => c.unsubscribe(chan).await?,
+            Wire::Cluster(mut c) => c.sunsubscribe(chan).await?,
+        }
         Ok(())
     }
 
     async fn num_serv(&self, chan: &str) -> Result<u16, DriverError> {
-        let (_, count): (String, u16) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(chan)
-            .query_async(&mut self.conn())
-            .await?;
-        Ok(count)
+        match self.conn() {
+            Wire::Single(mut c) => {
+                let (_, count): (String, u16) = redis::cmd("PUBSUB")
+                    .arg("NUMSUB")
+                    .arg(chan)
+                    .query_async(&mut c)
+                    .await?;
+                Ok(count)
+            }
+            Wire::Cluster(mut c) => {
+                let reply: redis::Value = redis::cmd("PUBSUB")
+                    .arg("SHARDNUMSUB")
+                    .arg(chan)
+                    .query_async(&mut c)
+                    .await?;
+                Ok(count_subscribers(&reply))
+            }
+        }
     }
 }

@@ -1,11 +1,14 @@
 //! One suite for every key store: the same cases run unchanged against the in-memory store and
-//! against the Redis store on a real `redis-server` (started here on a free port); and the Redis
-//! scripts walked through the lifecycle table (`relay::store::lifecycle`). The cases with tabs
+//! against the Redis store on a real `redis-server` (started here on a free port), over TLS, and
+//! on a Redis Cluster of six servers; and the Redis scripts walked through the lifecycle table
+//! (`relay::store::lifecycle`). The cases with tabs
 //! (binding, replacing, the grace, in-flight slots, finding the tab) are in `binding.rs`, what a
 //! tab declares and the session mode in `declare.rs`, on real sockets (`tabs.rs`).
 
 #[path = "store_conformance/binding.rs"]
 mod binding;
+#[path = "store_conformance/cluster.rs"]
+mod cluster;
 #[path = "store_conformance/declare.rs"]
 mod declare;
 #[path = "store_conformance/lost.rs"]
@@ -351,6 +354,21 @@ async fn redis_store_over_tls_with_an_acl_user() {
     let store = RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN, BOUND)
         .with_agents(&[[7; 32]], AGENT_RATE);
     suite(&store).await;
+}
+
+/// The same suite on a Redis Cluster of six servers, through `redis+cluster://`.
+#[tokio::test]
+async fn redis_store_on_a_cluster() {
+    let servers = tokio::task::spawn_blocking(cluster::start_cluster)
+        .await
+        .expect("the cluster starts");
+    let cluster = connect_to(&servers.url(), None).await;
+    let store = RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN, BOUND)
+        .with_agents(&[[7; 32]], AGENT_RATE);
+    suite(&store).await;
+    tokio::task::spawn_blocking(move || cluster::check_config(&servers))
+        .await
+        .expect("check-config on the cluster");
 }
 
 /// The Redis scripts follow the lifecycle table: every reachable key, every event that a script

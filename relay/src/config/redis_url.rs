@@ -8,6 +8,9 @@
 //!   `rediss+sentinel://` for TLS to the sentinels and the primary): the primary named
 //!   `primary-name`, found through the sentinels and followed through a failover. The
 //!   credentials are the primary's; the sentinels are asked without any.
+//! - `redis+cluster://[user:password@]host:port,host:port` (and `rediss+cluster://` for TLS): a
+//!   Redis Cluster, found from any of the nodes listed (the others are learnt from it). The
+//!   credentials are every node's.
 //!
 //! Error messages never quote the URL: it may hold a password.
 
@@ -18,6 +21,8 @@ pub enum RedisTarget {
     Single { url: String, tls: bool },
     /// A primary found through sentinels.
     Sentinel(SentinelTarget),
+    /// A Redis Cluster: the URLs of the nodes to start from.
+    Cluster { nodes: Vec<String>, tls: bool },
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -35,11 +40,7 @@ impl SentinelTarget {
     /// carries the credentials and the database.
     pub fn server_url(&self, host: &str, port: u16, primary: bool) -> String {
         let scheme = if self.tls { "rediss" } else { "redis" };
-        let host = if host.contains(':') && !host.starts_with('[') {
-            format!("[{host}]")
-        } else {
-            host.to_owned()
-        };
+        let host = url_host(host);
         match (&self.userinfo, primary) {
             (Some(user), true) => format!("{scheme}://{user}@{host}:{port}/{}", self.db),
             (None, true) => format!("{scheme}://{host}:{port}/{}", self.db),
@@ -53,6 +54,7 @@ impl RedisTarget {
         match self {
             RedisTarget::Single { tls, .. } => *tls,
             RedisTarget::Sentinel(s) => s.tls,
+            RedisTarget::Cluster { tls, .. } => *tls,
         }
     }
 
@@ -67,7 +69,7 @@ impl RedisTarget {
                 let (_, hosts, _) = split_authority(rest);
                 if hosts.contains(',') {
                     return Err(format!(
-                        "RELAY_REDIS_URL lists several hosts: use redis+sentinel:// for sentinels ({FORMS_SHORT})"
+                        "RELAY_REDIS_URL lists several hosts: use redis+sentinel:// for sentinels or redis+cluster:// for a cluster ({FORMS_SHORT})"
                     ));
                 }
                 if hosts.is_empty() {
@@ -85,14 +87,16 @@ impl RedisTarget {
             "redis+sentinel" | "rediss+sentinel" => {
                 parse_sentinel(rest, scheme == "rediss+sentinel").map(RedisTarget::Sentinel)
             }
+            "redis+cluster" | "rediss+cluster" => parse_cluster(rest, scheme == "rediss+cluster"),
             _ => Err(FORMS.into()),
         }
     }
 }
 
-const FORMS_SHORT: &str = "redis://, rediss://, redis+unix://, redis+sentinel://";
-const FORMS: &str = "RELAY_REDIS_URL must start with redis://, rediss:// (TLS), redis+unix:// or \
-     redis+sentinel:// / rediss+sentinel:// (sentinels: host:port,host:port/primary-name)";
+const FORMS_SHORT: &str = "redis://, rediss://, redis+unix://, redis+sentinel://, redis+cluster://";
+const FORMS: &str = "RELAY_REDIS_URL must start with redis://, rediss:// (TLS), redis+unix://, \
+     redis+sentinel:// / rediss+sentinel:// (sentinels: host:port,host:port/primary-name) or \
+     redis+cluster:// / rediss+cluster:// (cluster nodes: host:port,host:port)";
 
 /// Splits `[userinfo@]hosts[/path][?query]`.
 fn split_authority(rest: &str) -> (Option<&str>, &str, &str) {
@@ -106,28 +110,78 @@ fn split_authority(rest: &str) -> (Option<&str>, &str, &str) {
     }
 }
 
+/// `host[:port],host[:port]` (IPv6 hosts in brackets); `what` names the URL's form and `one`
+/// a host of it in errors.
+fn parse_hosts(
+    hosts: &str,
+    default_port: u16,
+    what: &str,
+    one: &str,
+) -> Result<Vec<(String, u16)>, String> {
+    let mut found = Vec::new();
+    for host in hosts.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+        let (name, port) = match host.rsplit_once(':') {
+            Some((name, port)) if !name.is_empty() && !port.contains(']') => {
+                let port = port.parse::<u16>().map_err(|_| {
+                    format!("RELAY_REDIS_URL ({what}): {one}'s port is not a number")
+                })?;
+                (name, port)
+            }
+            _ => (host, default_port),
+        };
+        let name = name.trim_start_matches('[').trim_end_matches(']');
+        if name.is_empty() {
+            return Err(format!("RELAY_REDIS_URL ({what}): {one} has no host"));
+        }
+        found.push((name.to_owned(), port));
+    }
+    Ok(found)
+}
+
+/// `host` as a URL writes it (IPv6 in brackets).
+fn url_host(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    }
+}
+
+fn parse_cluster(rest: &str, tls: bool) -> Result<RedisTarget, String> {
+    let (userinfo, hosts, path) = split_authority(rest);
+    if path.contains('?') {
+        return Err("RELAY_REDIS_URL (cluster) takes no query parameters".into());
+    }
+    if !path.trim_start_matches('/').is_empty() {
+        return Err(
+            "RELAY_REDIS_URL (cluster) takes no path: a cluster has one database (redis+cluster://host:port,host:port)"
+                .into(),
+        );
+    }
+    let found = parse_hosts(hosts, 6379, "cluster", "a node")?;
+    if found.is_empty() {
+        return Err(
+            "RELAY_REDIS_URL (cluster) names no node: redis+cluster://host:port,host:port".into(),
+        );
+    }
+    let scheme = if tls { "rediss" } else { "redis" };
+    let user = match userinfo.filter(|u| !u.is_empty()) {
+        Some(u) => format!("{u}@"),
+        None => String::new(),
+    };
+    let nodes = found
+        .iter()
+        .map(|(host, port)| format!("{scheme}://{user}{}:{port}", url_host(host)))
+        .collect();
+    Ok(RedisTarget::Cluster { nodes, tls })
+}
+
 fn parse_sentinel(rest: &str, tls: bool) -> Result<SentinelTarget, String> {
     let (userinfo, hosts, path) = split_authority(rest);
     if path.contains('?') {
         return Err("RELAY_REDIS_URL (sentinel) takes no query parameters".into());
     }
-    let mut sentinels = Vec::new();
-    for host in hosts.split(',').map(str::trim).filter(|h| !h.is_empty()) {
-        let (name, port) = match host.rsplit_once(':') {
-            Some((name, port)) if !name.is_empty() && !port.contains(']') => {
-                let port = port.parse::<u16>().map_err(|_| {
-                    "RELAY_REDIS_URL (sentinel): a sentinel's port is not a number".to_owned()
-                })?;
-                (name, port)
-            }
-            _ => (host, 26379),
-        };
-        let name = name.trim_start_matches('[').trim_end_matches(']');
-        if name.is_empty() {
-            return Err("RELAY_REDIS_URL (sentinel): a sentinel has no host".into());
-        }
-        sentinels.push((name.to_owned(), port));
-    }
+    let sentinels = parse_hosts(hosts, 26379, "sentinel", "a sentinel")?;
     if sentinels.is_empty() {
         return Err(
             "RELAY_REDIS_URL (sentinel) names no sentinel: redis+sentinel://host:port,host:port/primary-name"
@@ -216,6 +270,30 @@ mod tests {
     }
 
     #[test]
+    fn cluster_nodes_are_read() {
+        let Ok(RedisTarget::Cluster { nodes, tls }) =
+            RedisTarget::parse("redis+cluster://u:pw@a:7000, b ,[::1]:7002")
+        else {
+            panic!("a cluster URL");
+        };
+        assert!(!tls);
+        assert_eq!(
+            nodes,
+            vec![
+                "redis://u:pw@a:7000".to_owned(),
+                "redis://u:pw@b:6379".to_owned(),
+                "redis://u:pw@[::1]:7002".to_owned()
+            ]
+        );
+        let Ok(RedisTarget::Cluster { nodes, tls }) = RedisTarget::parse("rediss+cluster://h:1/")
+        else {
+            panic!("a TLS cluster URL");
+        };
+        assert!(tls);
+        assert_eq!(nodes, vec!["rediss://h:1".to_owned()]);
+    }
+
+    #[test]
     fn mistakes_are_named_without_the_password() {
         for (url, says) in [
             ("http://u:secret-pw@h:1", "must start with"),
@@ -225,6 +303,10 @@ mod tests {
             ("redis+sentinel://u:secret-pw@a:x/m", "not a number"),
             ("redis+sentinel://u:secret-pw@a:1/m/x", "not a number"),
             ("redis+sentinel://u:secret-pw@a:1/m?x=1", "no query"),
+            ("redis+cluster://u:secret-pw@", "names no node"),
+            ("redis+cluster://u:secret-pw@a:x", "not a number"),
+            ("redis+cluster://u:secret-pw@a:1/2", "no path"),
+            ("redis+cluster://u:secret-pw@a:1?x=1", "no query"),
         ] {
             let Err(err) = RedisTarget::parse(url) else {
                 panic!("{says}: accepted");

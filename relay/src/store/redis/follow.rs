@@ -85,7 +85,7 @@ impl Cluster {
             .await
             .map_err(|_| anyhow::anyhow!("pub/sub: no answer within {:?}", OP_TIMEOUT * 2))?
             .map_err(|e| anyhow::anyhow!("pub/sub: {}", explain(&e)))?;
-        *self.conn.write().unwrap_or_else(|p| p.into_inner()) = conn;
+        *self.conn.write().unwrap_or_else(|p| p.into_inner()) = super::Conn::Single(conn);
         *self.primary.lock().unwrap_or_else(|p| p.into_inner()) = Some(addr.clone());
         self.moved.store(true, Ordering::Release);
         self.off_primary.store(false, Ordering::Release);

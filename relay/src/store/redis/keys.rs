@@ -24,7 +24,7 @@ impl Cluster {
             .saturating_sub(now)
             .min(ms(self.settings.unbound_ttl))
             .max(1);
-        let mut inv = self.scripts.issue.key(Self::key_name(rid));
+        let mut inv = self.scripts.issue.key(self.key_name(rid));
         inv.arg(now).arg(exp).arg(ttl);
         self.op(inv.invoke_async::<i64>(&mut self.conn()))
             .await
@@ -39,16 +39,34 @@ impl Cluster {
         token_exp_unix: Option<u64>,
     ) -> Result<Result<Bound, BindError>, StoreError> {
         let now = unix_now_ms();
-        let mut inv = self.scripts.bind.key(Self::key_name(rid));
-        inv.key(Self::node_keys(&self.node)).key(EVENTS);
-        inv.arg(now)
-            .arg(&self.node)
-            .arg(sid)
-            .arg(if token_exp_unix.is_some() { "t" } else { "b" })
-            .arg(token_exp_unix.unwrap_or(0) * 1000)
-            .arg(ms(ONLINE_EXTRA))
-            .arg(NODE_KEYS_PREFIX);
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let proof = if token_exp_unix.is_some() { "t" } else { "b" };
+        let reply: Vec<String> = if self.sharded {
+            let mut inv = self.sharded_scripts.bind.key(self.key_name(rid));
+            inv.arg(now)
+                .arg(&self.node)
+                .arg(sid)
+                .arg(proof)
+                .arg(token_exp_unix.unwrap_or(0) * 1000)
+                .arg(ms(ONLINE_EXTRA))
+                .arg(EVENTS);
+            let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
+            if reply.first().map(String::as_str) == Some("bound") {
+                self.sharded_bound(rid, reply.get(2).map(String::as_str))
+                    .await;
+            }
+            reply
+        } else {
+            let mut inv = self.scripts.bind.key(self.key_name(rid));
+            inv.key(self.node_keys(&self.node)).key(EVENTS);
+            inv.arg(now)
+                .arg(&self.node)
+                .arg(sid)
+                .arg(proof)
+                .arg(token_exp_unix.unwrap_or(0) * 1000)
+                .arg(ms(ONLINE_EXTRA))
+                .arg(NODE_KEYS_PREFIX);
+            self.op(inv.invoke_async(&mut self.conn())).await?
+        };
         let word = |i: usize| reply.get(i).map(String::as_str);
         Ok(match (word(0), word(1)) {
             (Some("same"), _) => Ok(Bound::Same),
@@ -71,8 +89,11 @@ impl Cluster {
 
     /// The socket `sid` of this node left: its key goes offline for the grace (if still its).
     pub async fn release(&self, rid: &str, sid: &str) -> Result<(), StoreError> {
-        let mut inv = self.scripts.release.key(Self::key_name(rid));
-        inv.key(Self::node_keys(&self.node)).key(EVENTS);
+        if self.sharded {
+            return self.sharded_release(rid, sid).await;
+        }
+        let mut inv = self.scripts.release.key(self.key_name(rid));
+        inv.key(self.node_keys(&self.node)).key(EVENTS);
         inv.arg(unix_now_ms())
             .arg(&self.node)
             .arg(sid)
@@ -83,10 +104,20 @@ impl Cluster {
     }
 
     pub async fn revoke(&self, rid: &str) -> Result<Revoked, StoreError> {
-        let mut inv = self.scripts.revoke.key(Self::key_name(rid));
-        inv.key(EVENTS);
-        inv.arg(unix_now_ms()).arg(NODE_KEYS_PREFIX);
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let reply: Vec<String> = if self.sharded {
+            let mut inv = self.sharded_scripts.revoke.key(self.key_name(rid));
+            inv.arg(unix_now_ms()).arg(EVENTS);
+            let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
+            if let Some(node) = reply.get(1) {
+                let _ = self.node_set(false, node, &self.key_name(rid)).await;
+            }
+            reply
+        } else {
+            let mut inv = self.scripts.revoke.key(self.key_name(rid));
+            inv.key(EVENTS);
+            inv.arg(unix_now_ms()).arg(NODE_KEYS_PREFIX);
+            self.op(inv.invoke_async(&mut self.conn())).await?
+        };
         Ok(match reply.first().map(String::as_str) {
             Some("revoked") => Revoked::Done {
                 online_on: reply.get(1).cloned(),
@@ -98,7 +129,7 @@ impl Cluster {
     pub async fn is_revoked(&self, rid: &str) -> Result<bool, StoreError> {
         let st: Option<String> = self
             .op(redis::cmd("HGET")
-                .arg(Self::key_name(rid))
+                .arg(self.key_name(rid))
                 .arg("st")
                 .query_async(&mut self.conn()))
             .await?;
@@ -106,7 +137,7 @@ impl Cluster {
     }
 
     pub async fn status(&self, rid: &str) -> Result<Option<StoredStatus>, StoreError> {
-        let name = Self::key_name(rid);
+        let name = self.key_name(rid);
         type Fields = (
             Option<String>,
             Option<u64>,
@@ -155,12 +186,22 @@ impl Cluster {
         sid: &str,
         declared: &relay_wire::Declaration,
     ) -> Result<Declared, StoreError> {
-        let mut inv = self.scripts.declare.key(Self::key_name(rid));
-        inv.key(EVENTS);
+        let script = if self.sharded {
+            &self.sharded_scripts.declare
+        } else {
+            &self.scripts.declare
+        };
+        let mut inv = script.key(self.key_name(rid));
+        if !self.sharded {
+            inv.key(EVENTS);
+        }
         inv.arg(&self.node)
             .arg(sid)
             .arg(declared.joined())
             .arg(declared.page_tools().unwrap_or(""));
+        if self.sharded {
+            inv.arg(EVENTS);
+        }
         let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
         Ok(match (reply.first().map(String::as_str), reply.get(1)) {
             (Some("ok" | "same"), Some(rv)) => Declared::Revision(rv.parse().unwrap_or(0)),
@@ -170,7 +211,7 @@ impl Cluster {
 
     /// Sets the key's mode; where its tab is now (`Unknown` for a key gone or revoked).
     pub async fn set_mode(&self, rid: &str, mode: &str) -> Result<Place, StoreError> {
-        let mut inv = self.scripts.set_mode.key(Self::key_name(rid));
+        let mut inv = self.scripts.set_mode.key(self.key_name(rid));
         inv.arg(mode);
         let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
         let mut words = reply.into_iter();
@@ -184,7 +225,10 @@ impl Cluster {
     }
 
     pub async fn lookup(&self, rid: &str) -> Result<Place, StoreError> {
-        let mut inv = self.scripts.lookup.key(Self::key_name(rid));
+        if self.sharded {
+            return self.sharded_lookup(rid).await;
+        }
+        let mut inv = self.scripts.lookup.key(self.key_name(rid));
         inv.key(NODES);
         inv.arg(ms(NODE_SUSPECT));
         let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
@@ -205,9 +249,12 @@ impl Cluster {
         rid: &str,
         agent: &AgentRate<'_>,
     ) -> Result<(Acquired, Option<(Slot, Place)>), StoreError> {
+        if self.sharded {
+            return self.sharded_acquire(rid, agent).await;
+        }
         let counter = format!("va:if:{rid}");
         let (window_key, window_ms) = rate_window(agent.bucket, agent.window);
-        let mut inv = self.scripts.acquire.key(Self::key_name(rid));
+        let mut inv = self.scripts.acquire.key(self.key_name(rid));
         inv.key(&counter).key(NODES).key(window_key);
         inv.arg(self.settings.max_inflight)
             .arg(ms(self.settings.inflight_ttl))
@@ -248,8 +295,8 @@ impl Cluster {
         Ok(ok == 1)
     }
 
-    fn idem_name(rid: &str, idem: &str) -> String {
-        format!("va:idem:{rid}:{idem}")
+    fn idem_name(&self, rid: &str, idem: &str) -> String {
+        format!("{}:{idem}", self.tagged("va:idem:", rid))
     }
 
     pub async fn idem_claim(
@@ -260,7 +307,7 @@ impl Cluster {
         until_ms: u64,
         window: Duration,
     ) -> Result<IdemClaim, StoreError> {
-        let mut inv = self.scripts.idem_claim.key(Self::idem_name(rid, idem));
+        let mut inv = self.scripts.idem_claim.key(self.idem_name(rid, idem));
         inv.arg(fingerprint.to_string())
             .arg(until_ms)
             .arg(ms(window));
@@ -298,7 +345,7 @@ impl Cluster {
         status: u16,
         body: &[u8],
     ) -> Result<(), StoreError> {
-        let mut inv = self.scripts.idem_record.key(Self::idem_name(rid, idem));
+        let mut inv = self.scripts.idem_record.key(self.idem_name(rid, idem));
         inv.arg(fingerprint.to_string())
             .arg(status)
             .arg(body)

@@ -1,11 +1,13 @@
 //! How the relay reaches Redis: one server as `RELAY_REDIS_URL` names it (plain, TLS, Unix
 //! socket), or the primary the sentinels name, asked again while the relay runs so that a
-//! failover moves every connection to the new primary (see [`super::Cluster::follow`]).
+//! failover moves every connection to the new primary (see [`super::Cluster::follow`]), or a
+//! Redis Cluster from the nodes the URL lists.
 
 use std::time::Duration;
 
 use redis::Client;
 
+use super::conn::Conn;
 use crate::config::{RedisTarget, SentinelTarget};
 
 /// Bound on asking one sentinel.
@@ -36,8 +38,35 @@ impl Link {
     pub fn sentinel(&self) -> Option<&SentinelTarget> {
         match &self.target {
             RedisTarget::Sentinel(s) => Some(s),
-            RedisTarget::Single { .. } => None,
+            RedisTarget::Single { .. } | RedisTarget::Cluster { .. } => None,
         }
+    }
+
+    /// A client for the Redis Cluster, when the URL names one: RESP3, the configured CA for TLS.
+    pub fn cluster_client(&self) -> Option<anyhow::Result<redis::cluster::ClusterClient>> {
+        let RedisTarget::Cluster { nodes, tls } = &self.target else {
+            return None;
+        };
+        let mut builder = redis::cluster::ClusterClientBuilder::new(
+            nodes.iter().map(|n| with_resp3(n)).collect::<Vec<_>>(),
+        )
+        .use_protocol(redis::ProtocolVersion::RESP3)
+        .connection_timeout(super::OP_TIMEOUT)
+        .response_timeout(super::OP_TIMEOUT)
+        .retries(2)
+        .min_retry_wait(50)
+        .max_retry_wait(500);
+        if let (Some(ca), true) = (&self.ca, tls) {
+            builder = builder.certs(redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(ca.clone()),
+            });
+        }
+        Some(
+            builder
+                .build()
+                .map_err(|e| anyhow::anyhow!("RELAY_REDIS_URL is not usable: {e}")),
+        )
     }
 
     /// A client for `url`, trusting the configured CA for TLS. Its errors never quote the URL.
@@ -61,6 +90,9 @@ impl Link {
     pub async fn primary(&self) -> anyhow::Result<(Client, Option<(String, u16)>)> {
         match &self.target {
             RedisTarget::Single { url, .. } => Ok((self.client(url)?, None)),
+            RedisTarget::Cluster { .. } => {
+                anyhow::bail!("a Redis Cluster has no one primary to connect to")
+            }
             RedisTarget::Sentinel(s) => {
                 let (host, port) = self.ask_sentinels(s).await?;
                 let client = self.client(&s.server_url(&host, port, true))?;
@@ -97,6 +129,48 @@ impl Link {
         }
         anyhow::bail!("cannot find the Redis primary through the sentinels ({last})")
     }
+}
+
+/// A connection error in words an operator acts on (the password is never part of it).
+pub(crate) fn explain(e: &redis::RedisError) -> String {
+    let text = e.to_string();
+    if text.contains("WRONGPASS") || text.contains("invalid password") || text.contains("NOAUTH") {
+        format!("Redis refused the credentials in RELAY_REDIS_URL (user or password wrong): {text}")
+    } else if text.contains("certificate") || text.contains("InvalidCertificate") {
+        format!("Redis's TLS certificate is not trusted (see RELAY_REDIS_CA_FILE): {text}")
+    } else {
+        text
+    }
+}
+
+/// The major version of Redis (of one node of a cluster).
+pub(super) async fn redis_version(conn: &mut Conn) -> Option<u32> {
+    let info = match conn {
+        Conn::Single(c) => server_info(c).await?,
+        Conn::Cluster(c) => {
+            super::sharded::one_node(c, redis::cmd("INFO").arg("server").to_owned())
+                .await
+                .ok()?
+        }
+    };
+    version_of(&info)
+}
+
+pub(super) async fn server_info(conn: &mut impl redis::aio::ConnectionLike) -> Option<String> {
+    redis::cmd("INFO")
+        .arg("server")
+        .query_async(conn)
+        .await
+        .ok()
+}
+
+pub(super) fn version_of(info: &str) -> Option<u32> {
+    let line = info.lines().find(|l| l.starts_with("redis_version:"))?;
+    line["redis_version:".len()..]
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]

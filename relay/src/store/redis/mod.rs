@@ -17,6 +17,12 @@
 //! unreachable) writes its live bindings back.
 //!
 //! Keys are stored under a digest of the key, never the key itself.
+//!
+//! On a Redis Cluster (`redis+cluster://`) every record of a key carries the key's digest as its
+//! hash tag (`va:k:{<rid>}`, `va:if:{<rid>}`, …), so each key's script runs in one slot; the
+//! steps that span slots (the heartbeat hash, the nodes' key sets, the agents' rate windows) are
+//! separate commands around the key's script ([`sharded`]), and the key events are published on
+//! a classic channel named in the script's arguments (a channel is not a key).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +30,8 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use conn::Conn;
 use sha2::{Digest, Sha256};
 
 use crate::pubsub::PubSub;
@@ -42,7 +50,7 @@ pub const HEARTBEAT: Duration = Duration::from_secs(1);
 /// A node silent for this long is taken for lost.
 pub const NODE_STALE: Duration = Duration::from_secs(3);
 /// Bound on one Redis operation.
-const OP_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const OP_TIMEOUT: Duration = Duration::from_secs(1);
 /// Waiting calls re-read their key at least this often, whatever the events say.
 pub const RECHECK: Duration = Duration::from_secs(1);
 /// How long an online key outlives its token's expiry in Redis (a live binding outlives its
@@ -146,14 +154,18 @@ fn rate_window(bucket: &str, window: Duration) -> (String, u64) {
 /// An online key whose node has not heartbeaten for this long is treated as offline by calls.
 pub const NODE_SUSPECT: Duration = Duration::from_millis(2500);
 
+mod conn;
 mod follow;
 mod keys;
 mod link;
 mod nodes;
 mod scripts;
+mod sharded;
+mod sharded_ops;
 mod watch;
 
-use link::Link;
+pub(crate) use link::explain;
+use link::{Link, redis_version, server_info, version_of};
 
 use scripts::Scripts;
 pub use watch::{KeyEvents, Slot, Watch};
@@ -170,7 +182,9 @@ pub struct Settings {
 pub struct Cluster {
     node: String,
     /// Swapped for a connection to the new primary after a failover ([`Cluster::follow`]).
-    conn: std::sync::RwLock<ConnectionManager>,
+    conn: std::sync::RwLock<Conn>,
+    /// On a Redis Cluster: records hash-tagged by key, cross-slot steps outside the scripts.
+    sharded: bool,
     link: Link,
     /// Where the primary is, when sentinels named it.
     primary: std::sync::Mutex<Option<(String, u16)>>,
@@ -188,6 +202,7 @@ pub struct Cluster {
     listening: AtomicBool,
     waiters: DashMap<String, Arc<KeyEvents>>,
     scripts: Scripts,
+    sharded_scripts: sharded::ShardedScripts,
     settings: Settings,
 }
 
@@ -219,18 +234,48 @@ impl Cluster {
     ) -> anyhow::Result<Arc<Cluster>> {
         let target = crate::config::RedisTarget::parse(url).map_err(|e| anyhow::anyhow!(e))?;
         let link = Link::new(target, ca);
-        let (client, primary) = link.primary().await?;
-        let conn = tokio::time::timeout(
-            OP_TIMEOUT * 5,
-            ConnectionManager::new_with_config(client.clone(), manager_config()),
-        )
-        .await
-        .map_err(|_| anyhow::anyhow!("Redis did not answer within 5 s"))?
-        .map_err(|e| anyhow::anyhow!("cannot connect to Redis: {}", explain(&e)))?;
-        let pubsub = PubSub::connect(client, manager_config())
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot connect to Redis for pub/sub: {}", explain(&e)))?;
-        let version = redis_major_version(&mut conn.clone()).await;
+        let (conn, pubsub, primary) = match link.cluster_client() {
+            Some(client) => {
+                let client = client?;
+                let conn = tokio::time::timeout(
+                    OP_TIMEOUT * 5,
+                    client.get_async_connection_with_config(cluster_config()),
+                )
+                .await
+                .map_err(|_| anyhow::anyhow!("the Redis Cluster did not answer within 5 s"))?
+                .map_err(|e| {
+                    anyhow::anyhow!("cannot connect to the Redis Cluster: {}", explain(&e))
+                })?;
+                let pubsub = tokio::time::timeout(
+                    OP_TIMEOUT * 5,
+                    PubSub::connect_cluster(&client, cluster_config()),
+                )
+                .await
+                .map_err(|_| anyhow::anyhow!("the Redis Cluster did not answer within 5 s"))?
+                .map_err(|e| {
+                    anyhow::anyhow!("cannot connect to Redis for pub/sub: {}", explain(&e))
+                })?;
+                (Conn::Cluster(conn), pubsub, None)
+            }
+            None => {
+                let (client, primary) = link.primary().await?;
+                let conn = tokio::time::timeout(
+                    OP_TIMEOUT * 5,
+                    ConnectionManager::new_with_config(client.clone(), manager_config()),
+                )
+                .await
+                .map_err(|_| anyhow::anyhow!("Redis did not answer within 5 s"))?
+                .map_err(|e| anyhow::anyhow!("cannot connect to Redis: {}", explain(&e)))?;
+                let pubsub = PubSub::connect(client, manager_config())
+                    .await
+                    .map_err(|e| {
+                        anyhow::anyhow!("cannot connect to Redis for pub/sub: {}", explain(&e))
+                    })?;
+                (Conn::Single(conn), pubsub, primary)
+            }
+        };
+        let sharded = matches!(conn, Conn::Cluster(_));
+        let version = redis_version(&mut conn.clone()).await;
         if version.is_some_and(|v| v < 7) {
             anyhow::bail!("Redis 7 or newer is needed (RESP3 pub/sub); this server is older");
         }
@@ -240,6 +285,7 @@ impl Cluster {
         let cluster = Arc::new(Cluster {
             node: hex::encode(node),
             conn: std::sync::RwLock::new(conn),
+            sharded,
             link,
             primary: std::sync::Mutex::new(primary),
             moved: AtomicBool::new(false),
@@ -249,6 +295,7 @@ impl Cluster {
             listening: AtomicBool::new(true),
             waiters: DashMap::new(),
             scripts: Scripts::new(),
+            sharded_scripts: sharded::ShardedScripts::new(),
             settings,
         });
         cluster.clone().listen().await?;
@@ -268,13 +315,23 @@ impl Cluster {
     pub async fn probe(url: &str, ca: Option<Vec<u8>>) -> anyhow::Result<String> {
         let target = crate::config::RedisTarget::parse(url).map_err(|e| anyhow::anyhow!(e))?;
         let link = Link::new(target, ca);
+        if let Some(client) = link.cluster_client() {
+            let mut conn = tokio::time::timeout(
+                OP_TIMEOUT * 5,
+                client?.get_async_connection_with_config(cluster_config()),
+            )
+            .await
+            .map_err(|_| anyhow::anyhow!("the Redis Cluster did not answer within 5 s"))?
+            .map_err(|e| anyhow::anyhow!("cannot connect to the Redis Cluster: {}", explain(&e)))?;
+            return sharded::probe(&mut conn).await;
+        }
         let (client, primary) = link.primary().await?;
         let mut conn =
             tokio::time::timeout(OP_TIMEOUT * 5, client.get_multiplexed_async_connection())
                 .await
                 .map_err(|_| anyhow::anyhow!("Redis did not answer within 5 s"))?
                 .map_err(|e| anyhow::anyhow!("cannot connect to Redis: {}", explain(&e)))?;
-        let version = redis_version(&mut conn).await;
+        let version = server_info(&mut conn).await.as_deref().and_then(version_of);
         if version.is_some_and(|v| v < 7) {
             anyhow::bail!("Redis 7 or newer is needed (RESP3 pub/sub); this server is older");
         }
@@ -291,8 +348,8 @@ impl Cluster {
         self.moved.swap(false, Ordering::AcqRel)
     }
 
-    /// A handle on the connection to the current primary.
-    fn conn(&self) -> ConnectionManager {
+    /// A handle on the connection to the current primary (or to the cluster).
+    fn conn(&self) -> Conn {
         self.conn.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -323,10 +380,9 @@ impl Cluster {
 
     async fn listen(self: Arc<Self>) -> anyhow::Result<()> {
         use futures_util::StreamExt;
-        use socketioxide_redis::drivers::Driver;
         let mut events = self
             .pubsub
-            .subscribe(EVENTS.to_owned(), 4096)
+            .subscribe_broadcast(EVENTS.to_owned(), 4096)
             .await
             .map_err(|e| anyhow::anyhow!("cannot subscribe to key events: {e}"))?;
         let weak = Arc::downgrade(&self);
@@ -336,6 +392,7 @@ impl Cluster {
                 let Some(rid) = std::str::from_utf8(&body)
                     .ok()
                     .and_then(|k| k.strip_prefix(KEY_PREFIX))
+                    .map(|k| k.trim_start_matches('{').trim_end_matches('}'))
                 else {
                     continue;
                 };
@@ -381,43 +438,29 @@ impl Cluster {
         }
     }
 
-    fn key_name(rid: &str) -> String {
-        format!("{KEY_PREFIX}{rid}")
+    /// A Redis name for one of the key's records: `prefix` then the key's digest, as the hash
+    /// tag on a cluster.
+    fn tagged(&self, prefix: &str, rid: &str) -> String {
+        if self.sharded {
+            format!("{prefix}{{{rid}}}")
+        } else {
+            format!("{prefix}{rid}")
+        }
     }
 
-    fn node_keys(node: &str) -> String {
-        format!("{NODE_KEYS_PREFIX}{node}")
+    fn key_name(&self, rid: &str) -> String {
+        self.tagged(KEY_PREFIX, rid)
     }
-}
 
-/// A connection error in words an operator acts on (the password is never part of it).
-pub(crate) fn explain(e: &redis::RedisError) -> String {
-    let text = e.to_string();
-    if text.contains("WRONGPASS") || text.contains("invalid password") || text.contains("NOAUTH") {
-        format!("Redis refused the credentials in RELAY_REDIS_URL (user or password wrong): {text}")
-    } else if text.contains("certificate") || text.contains("InvalidCertificate") {
-        format!("Redis's TLS certificate is not trusted (see RELAY_REDIS_CA_FILE): {text}")
-    } else {
-        text
+    fn node_keys(&self, node: &str) -> String {
+        self.tagged(NODE_KEYS_PREFIX, node)
     }
 }
 
-async fn redis_major_version(conn: &mut ConnectionManager) -> Option<u32> {
-    redis_version(conn).await
-}
-
-async fn redis_version(conn: &mut impl redis::aio::ConnectionLike) -> Option<u32> {
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(conn)
-        .await
-        .ok()?;
-    let line = info.lines().find(|l| l.starts_with("redis_version:"))?;
-    line["redis_version:".len()..]
-        .split('.')
-        .next()?
-        .parse()
-        .ok()
+fn cluster_config() -> redis::cluster::ClusterConfig {
+    redis::cluster::ClusterConfig::new()
+        .set_connection_timeout(OP_TIMEOUT)
+        .set_response_timeout(OP_TIMEOUT)
 }
 
 #[cfg(test)]

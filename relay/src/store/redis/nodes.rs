@@ -18,6 +18,9 @@ impl Cluster {
 
     /// Marks the keys of lost nodes offline; returns how many.
     pub async fn reap(&self) -> Result<u64, StoreError> {
+        if self.sharded {
+            return self.sharded_reap().await;
+        }
         let mut inv = self.scripts.reap.key(NODES);
         inv.key(EVENTS);
         inv.arg(ms(NODE_STALE))
@@ -38,15 +41,47 @@ impl Cluster {
         let now = unix_now_ms();
         let exp = token_exp_unix * 1000;
         let ttl = exp.saturating_sub(now) + ms(ONLINE_EXTRA);
-        let mut inv = self.scripts.reassert.key(Self::key_name(rid));
-        inv.key(Self::node_keys(&self.node)).key(EVENTS);
-        inv.arg(now).arg(&self.node).arg(sid).arg(exp).arg(ttl);
-        let reply: String = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let reply: String = if self.sharded {
+            let mut inv = self.sharded_scripts.reassert.key(self.key_name(rid));
+            inv.arg(now)
+                .arg(&self.node)
+                .arg(sid)
+                .arg(exp)
+                .arg(ttl)
+                .arg(EVENTS);
+            let reply: String = self.op(inv.invoke_async(&mut self.conn())).await?;
+            if reply == "kept" || reply == "restored" {
+                self.node_set(true, &self.node, &self.key_name(rid)).await?;
+            }
+            reply
+        } else {
+            let mut inv = self.scripts.reassert.key(self.key_name(rid));
+            inv.key(self.node_keys(&self.node)).key(EVENTS);
+            inv.arg(now).arg(&self.node).arg(sid).arg(exp).arg(ttl);
+            self.op(inv.invoke_async(&mut self.conn())).await?
+        };
         Ok(match reply.as_str() {
             "revoked" => Some(RevokeReason::Revoked),
             "elsewhere" => Some(RevokeReason::Replaced),
             _ => None,
         })
+    }
+
+    /// On a Redis Cluster, subscribes the pub/sub channels again (see
+    /// [`crate::pubsub::PubSub::resubscribe`]); true when done (always on one server, whose
+    /// connection re-subscribes by itself).
+    pub async fn resubscribe(&self) -> bool {
+        if !self.sharded {
+            return true;
+        }
+        match tokio::time::timeout(super::OP_TIMEOUT * 2, self.pubsub.resubscribe()).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::warn!(cause = %e, "cannot subscribe the pub/sub channels again yet");
+                false
+            }
+            Err(_) => false,
+        }
     }
 
     /// Leaves the cluster: this node's entry is marked stale and reaped at once, so keys whose

@@ -20,7 +20,7 @@ end
 
 /// Lua shared by everything that reads node heartbeats: Redis's own clock in milliseconds, so
 /// node clocks may differ.
-const CLOCK_LUA: &str = r"
+pub(super) const CLOCK_LUA: &str = r"
 local function clock_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -29,7 +29,7 @@ end
 
 /// Lua shared by release and reap: an online key goes offline for the reconnect grace (never
 /// past its token's expiry) and its change is published.
-const OFFLINE_LUA: &str = r"
+pub(super) const OFFLINE_LUA: &str = r"
 local function go_offline(k, now, grace, exp, events)
   redis.call('HSET', k, 'st', 'offline', 'since', now)
   redis.call('HDEL', k, 'node', 'sid')

@@ -1,0 +1,153 @@
+//! The operations that differ on a Redis Cluster (see [`super::sharded`] for the order of their
+//! steps): the same answers as the one-server scripts, with the cross-slot steps around the
+//! key's script.
+
+use std::sync::Arc;
+
+use super::{
+    Acquired, AgentRate, Cluster, EVENTS, NODE_SUSPECT, NODES, Place, Slot, StoreError, ms,
+    rate_window,
+};
+use crate::tokens::unix_now_ms;
+
+impl Cluster {
+    /// Adds (or removes) the key to a node's set of keys, for reaping.
+    pub(super) async fn node_set(
+        &self,
+        add: bool,
+        node: &str,
+        key: &str,
+    ) -> Result<(), StoreError> {
+        let cmd = if add { "SADD" } else { "SREM" };
+        self.op(redis::cmd(cmd)
+            .arg(self.node_keys(node))
+            .arg(key)
+            .query_async::<i64>(&mut self.conn()))
+            .await
+            .map(drop)
+    }
+
+    /// Whether `node` heartbeat within [`NODE_SUSPECT`].
+    async fn alive(&self, node: &str) -> Result<bool, StoreError> {
+        let mut inv = self.sharded_scripts.seen.key(super::NODES);
+        inv.arg(node).arg(ms(NODE_SUSPECT));
+        let seen: i64 = self.op(inv.invoke_async(&mut self.conn())).await?;
+        Ok(seen == 1)
+    }
+
+    /// A tab's place once its node's heartbeat is checked.
+    async fn checked(&self, node: String, sid: String) -> Result<Place, StoreError> {
+        Ok(if self.alive(&node).await? {
+            Place::Online { node, sid }
+        } else {
+            Place::Waiting
+        })
+    }
+
+    /// The key script of a bind ran: records the key in this node's set, and out of the set of
+    /// the node that held it before.
+    pub(super) async fn sharded_bound(&self, rid: &str, before: Option<&str>) {
+        let key = self.key_name(rid);
+        let _ = self.node_set(true, &self.node, &key).await;
+        if let Some(before) = before.filter(|n| !n.is_empty() && *n != self.node) {
+            let _ = self.node_set(false, before, &key).await;
+        }
+    }
+
+    pub(super) async fn sharded_release(&self, rid: &str, sid: &str) -> Result<(), StoreError> {
+        let key = self.key_name(rid);
+        let mut inv = self.sharded_scripts.release.key(&key);
+        inv.arg(unix_now_ms())
+            .arg(&self.node)
+            .arg(sid)
+            .arg(ms(self.settings.grace))
+            .arg(EVENTS);
+        let released: i64 = self.op(inv.invoke_async(&mut self.conn())).await?;
+        if released == 1 {
+            self.node_set(false, &self.node, &key).await?;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn sharded_lookup(&self, rid: &str) -> Result<Place, StoreError> {
+        let inv = self.sharded_scripts.place.key(self.key_name(rid));
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let mut words = reply.into_iter();
+        match (words.next().as_deref(), words.next(), words.next()) {
+            (Some("online"), Some(node), Some(sid)) => self.checked(node, sid).await,
+            (Some("waiting"), _, _) => Ok(Place::Waiting),
+            _ => Ok(Place::Unknown),
+        }
+    }
+
+    pub(super) async fn sharded_acquire(
+        self: &Arc<Self>,
+        rid: &str,
+        agent: &AgentRate<'_>,
+    ) -> Result<(Acquired, Option<(Slot, Place)>), StoreError> {
+        let (window_key, window_ms) = rate_window(agent.bucket, agent.window);
+        let mut spend = self.scripts.rate.key(window_key);
+        spend.arg(agent.limit).arg(window_ms);
+        let spent: i64 = self.op(spend.invoke_async(&mut self.conn())).await?;
+        if spent != 1 {
+            return Ok((Acquired::RateLimited, None));
+        }
+        let counter = self.tagged("va:if:", rid);
+        let mut inv = self.sharded_scripts.acquire.key(self.key_name(rid));
+        inv.key(&counter);
+        inv.arg(self.settings.max_inflight)
+            .arg(ms(self.settings.inflight_ttl));
+        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let mut words = reply.into_iter();
+        Ok(match words.next().as_deref() {
+            Some("ok") => {
+                // The slot is taken first: it is given back on drop, even if the check fails.
+                let slot = Slot {
+                    cluster: self.clone(),
+                    counter,
+                };
+                let place = match (words.next(), words.next()) {
+                    (Some(node), Some(sid)) => self.checked(node, sid).await?,
+                    _ => Place::Waiting,
+                };
+                (Acquired::Ok, Some((slot, place)))
+            }
+            Some("busy") => (Acquired::TooMany, None),
+            _ => (Acquired::Unknown, None),
+        })
+    }
+
+    pub(super) async fn sharded_reap(&self) -> Result<u64, StoreError> {
+        let mut inv = self.sharded_scripts.stale.key(NODES);
+        inv.arg(ms(super::NODE_STALE));
+        let stale: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let mut reaped = 0;
+        for node in stale {
+            let set = self.node_keys(&node);
+            let keys: Vec<String> = self
+                .op(redis::cmd("SMEMBERS")
+                    .arg(&set)
+                    .query_async(&mut self.conn()))
+                .await?;
+            for key in keys {
+                let mut inv = self.sharded_scripts.reap_key.key(&key);
+                inv.arg(&node)
+                    .arg(unix_now_ms())
+                    .arg(ms(self.settings.grace))
+                    .arg(EVENTS);
+                let n: u64 = self.op(inv.invoke_async(&mut self.conn())).await?;
+                reaped += n;
+            }
+            self.op(redis::cmd("DEL")
+                .arg(&set)
+                .query_async::<i64>(&mut self.conn()))
+                .await?;
+            self.op(redis::cmd("HDEL")
+                .arg(NODES)
+                .arg(&node)
+                .query_async::<i64>(&mut self.conn()))
+                .await?;
+        }
+        Ok(reaped)
+    }
+}
