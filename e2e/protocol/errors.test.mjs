@@ -1,4 +1,4 @@
-// Every row of the SPEC's error table, produced by a real request, each with the one error body
+// Every row of the error table (docs/api.md, relay_wire::ErrorCode), produced by a real request, each with the one error body
 // shape; bad requests deliver nothing to any tab and never get a 500.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';

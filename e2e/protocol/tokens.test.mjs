@@ -24,7 +24,7 @@ after(async () => {
 
 const verify = (relay, token) => new TokenVerifier(LIVEKIT_KEY, relay.livekitSecret).verify(token);
 
-test('POST /token answers the SPEC shape and LiveKit\'s verifier accepts the token; the issuer names room and identity', async () => {
+test('POST /token answers in the documented shape (TokenResponse) and LiveKit\'s verifier accepts the token; the issuer names room and identity', async () => {
   const t = await issuer.token({ participantName: 'Ada', roomName: 'tarot-1', identity: 'user-1234' });
   assert.deepEqual(Object.keys(t).sort(), ['apiKey', 'expiresAt', 'identity', 'roomName', 'token', 'url']);
   assert.match(t.apiKey, /^va_[0-9a-f]{64}$/);
