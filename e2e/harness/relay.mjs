@@ -44,6 +44,18 @@ export async function startRelay(env = {}, { name = 'relay', bin = relayBin } = 
   return relay;
 }
 
+/**
+ * Starts a relay as one more node of `nodes` (and adds it there). The nodes share what they
+ * saw: a call or a tab may pass through any of them, so no node's log may hold another's
+ * secrets either.
+ */
+export async function startNode(nodes, env, { name } = {}) {
+  const relay = await startRelay(env, { name });
+  for (const other of nodes) { other.share(relay); relay.share(other); }
+  nodes.push(relay);
+  return relay;
+}
+
 /** Starts `agent-worker serve` next to `relay`; its log must not hold what the relay's may not. */
 export async function startWorker(relay, env = {}) {
   const livekitSecret = env.LIVEKIT_API_SECRET ?? relay.livekitSecret;

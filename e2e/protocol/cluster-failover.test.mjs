@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { startRelay, startRedis, sleep, onRedisCluster } from '../harness/index.mjs';
+import { startNode, startRedis, sleep, onRedisCluster } from '../harness/index.mjs';
 
 const skip = onRedisCluster ? false : 'needs a Redis Cluster (E2E_REDIS=cluster); one server has no replica to take over';
 if (skip) console.log(`# cluster-failover.test.mjs skipped: ${skip}`);
@@ -21,9 +21,7 @@ before(async () => {
   if (skip) return;
   redis = await startRedis();
   for (const name of ['relay-a', 'relay-b', 'relay-c']) {
-    const relay = await startRelay({ ...shared, RELAY_REDIS_URL: redis.url }, { name });
-    for (const other of nodes) { other.share(relay); relay.share(other); }
-    nodes.push(relay);
+    await startNode(nodes, { ...shared, RELAY_REDIS_URL: redis.url }, { name });
   }
 });
 after(async () => {

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { io } from 'socket.io-client';
 import { pathToFileURL } from 'node:url';
-import { startRelay, startRedis, startBalancer, startHaproxy, requestFrom, Tab, sleep, within, webClientNode } from '../harness/index.mjs';
+import { startNode, startRelay, startRedis, startBalancer, startHaproxy, requestFrom, Tab, sleep, within, webClientNode } from '../harness/index.mjs';
 
 const { VoiceRelayClient } = await import(pathToFileURL(webClientNode).href);
 
@@ -20,12 +20,7 @@ const shared = {
   RELAY_RECONNECT_GRACE_MS: '20000',
 };
 
-async function node(name, env = {}) {
-  const relay = await startRelay({ ...shared, RELAY_REDIS_URL: redis.url, ...env }, { name });
-  for (const other of nodes) { other.share(relay); relay.share(other); }
-  nodes.push(relay);
-  return relay;
-}
+const node = (name, env = {}) => startNode(nodes, { ...shared, RELAY_REDIS_URL: redis.url, ...env }, { name });
 
 let A;
 let B;

@@ -7,7 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { startRelay, startRedis, sleep, onRedisCluster } from '../harness/index.mjs';
+import { startNode, startRedis, sleep, onRedisCluster } from '../harness/index.mjs';
 
 // A proxy in front of one server cannot cut a node from a Redis Cluster: the cluster's
 // redirections name its servers' own addresses, which the node then reaches directly.
@@ -70,12 +70,7 @@ async function partitionProxy(port) {
   return proxy;
 }
 
-async function node(name, redisUrl) {
-  const relay = await startRelay({ ...shared, RELAY_REDIS_URL: redisUrl }, { name });
-  for (const other of nodes) { other.share(relay); relay.share(other); }
-  nodes.push(relay);
-  return relay;
-}
+const node = (name, redisUrl) => startNode(nodes, { ...shared, RELAY_REDIS_URL: redisUrl }, { name });
 
 before(async () => {
   if (skip) return;

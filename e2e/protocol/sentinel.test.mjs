@@ -9,7 +9,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { startRelay, sleep, startSentinels } from '../harness/index.mjs';
+import { startNode, sleep, startSentinels } from '../harness/index.mjs';
 
 /** How long after the sentinels name the new primary the nodes must serve again (ms). */
 const SETTLE_BOUND = 3000;
@@ -25,9 +25,7 @@ const shared = {
 before(async () => {
   set = await startSentinels({ downAfterMs: 1000 });
   for (const name of ['relay-a', 'relay-b']) {
-    const relay = await startRelay({ ...shared, RELAY_REDIS_URL: set.url }, { name });
-    for (const other of nodes) { other.share(relay); relay.share(other); }
-    nodes.push(relay);
+    await startNode(nodes, { ...shared, RELAY_REDIS_URL: set.url }, { name });
   }
 });
 after(async () => {
