@@ -65,12 +65,8 @@ fn wait_for(what: &str, bound: Duration, mut check: impl FnMut() -> bool) {
 
 /// Starts six servers, makes them a cluster, and waits until every node serves every slot.
 pub fn start_cluster() -> RedisCluster {
-    let dir = std::env::temp_dir().join(format!(
-        "relay-cluster-{}",
-        hex::encode(rand::random::<[u8; 6]>())
-    ));
-    std::fs::create_dir_all(&dir).expect("a scratch directory");
-    let scratch = Scratch(dir.clone());
+    let scratch = Scratch::new("relay-cluster");
+    let dir = scratch.0.clone();
     let ports: Vec<u16> = (0..6).map(|_| free_port()).collect();
     let children = ports
         .iter()

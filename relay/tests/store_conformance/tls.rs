@@ -13,6 +13,18 @@ pub const PASSWORD: &str = "tls-acl-password-0123";
 /// A scratch directory removed when dropped.
 pub struct Scratch(pub PathBuf);
 
+impl Scratch {
+    /// A fresh directory under the system's temporary one, named `<prefix>-<random hex>`.
+    pub fn new(prefix: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "{prefix}-{}",
+            hex::encode(rand::random::<[u8; 6]>())
+        ));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        Scratch(dir)
+    }
+}
+
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
@@ -34,12 +46,8 @@ fn openssl(dir: &Path, args: &[&str]) {
 
 /// A CA, and a server certificate it signed for 127.0.0.1 and localhost.
 pub fn make_certificates() -> Scratch {
-    let dir = std::env::temp_dir().join(format!(
-        "relay-tls-{}",
-        hex::encode(rand::random::<[u8; 6]>())
-    ));
-    std::fs::create_dir_all(&dir).expect("a scratch directory");
-    let scratch = Scratch(dir.clone());
+    let scratch = Scratch::new("relay-tls");
+    let dir = scratch.0.clone();
     openssl(
         &dir,
         &[
