@@ -40,15 +40,19 @@ impl Cluster {
     ) -> Result<Result<Bound, BindError>, StoreError> {
         let now = unix_now_ms();
         let proof = if token_exp_unix.is_some() { "t" } else { "b" };
-        let reply: Vec<String> = if self.sharded {
-            let mut inv = self.sharded_scripts.bind.key(self.key_name(rid));
+        // The arguments both forms of the script share; each adds its last one.
+        let bind_args = |inv: &mut redis::ScriptInvocation<'_>| {
             inv.arg(now)
                 .arg(&self.node)
                 .arg(sid)
                 .arg(proof)
                 .arg(token_exp_unix.unwrap_or(0) * 1000)
-                .arg(ms(ONLINE_EXTRA))
-                .arg(EVENTS);
+                .arg(ms(ONLINE_EXTRA));
+        };
+        let reply: Vec<String> = if self.sharded {
+            let mut inv = self.sharded_scripts.bind.key(self.key_name(rid));
+            bind_args(&mut inv);
+            inv.arg(EVENTS);
             let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
             if reply.first().map(String::as_str) == Some("bound") {
                 self.sharded_bound(rid, reply.get(2).map(String::as_str))
@@ -58,13 +62,8 @@ impl Cluster {
         } else {
             let mut inv = self.scripts.bind.key(self.key_name(rid));
             inv.key(self.node_keys(&self.node)).key(EVENTS);
-            inv.arg(now)
-                .arg(&self.node)
-                .arg(sid)
-                .arg(proof)
-                .arg(token_exp_unix.unwrap_or(0) * 1000)
-                .arg(ms(ONLINE_EXTRA))
-                .arg(NODE_KEYS_PREFIX);
+            bind_args(&mut inv);
+            inv.arg(NODE_KEYS_PREFIX);
             self.op(inv.invoke_async(&mut self.conn())).await?
         };
         let word = |i: usize| reply.get(i).map(String::as_str);
