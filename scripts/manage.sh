@@ -173,8 +173,8 @@ usage: scripts/manage.sh <command>
   restart          stop, then start
   status           show what runs, its pid, address and readiness
   logs [relay|worker|livekit|agent]  follow a log
-  test             run every test (scripts/test.mjs: format, lints, Rust, agents, e2e/ suites;
-                   reports in test-logs/reports/)
+  test             run every test (scripts/test.mjs: format, lints, cargo test, pytest and
+                   node:test for the agent packages, e2e/ suites; reports in test-logs/reports/)
   bench [--quick]  run the benchmark (relay against the Node reference design); see scripts/bench.mjs
   bench --soak M   soak for M minutes on one node and on three (churning tabs, every call outcome)
   bench --soak M --failover [S]   three nodes on Redis with sentinels, the primary failing over every S s (75)
@@ -184,7 +184,9 @@ usage: scripts/manage.sh <command>
 EOF
 }
 
-# The whole test run: scripts/test.mjs (every suite in order, reports in test-logs/reports/).
+# The whole test run: scripts/test.mjs (every suite in order, reports in test-logs/reports/):
+# cargo test, pytest for agent-worker/python, agent-worker/reference/python and e2e/worker,
+# node:test for the Node agent packages, web/test/ui and e2e/, Schemathesis, the soak.
 cmd_test() {
   need node "Install Node.js 20 or newer."
   exec node "$ROOT/scripts/test.mjs" "$@"
