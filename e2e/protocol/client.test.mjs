@@ -104,3 +104,35 @@ test('a call re-delivered after a reconnect is answered by the running handler, 
   assert.equal(runs, 1);
   client.stop();
 });
+
+test('a call delivered again after its answer was lost gets the same answer, without running twice', async () => {
+  let runs = 0;
+  const { client, token } = await started({
+    draw_card: () => { runs += 1; return { cardId: `card-${runs}` }; },
+  }, { transports: ['websocket'] });
+  // The first answer never leaves the tab (as when the relay node carrying it dies); the
+  // transport drops right after, so the relay delivers the call again once the tab is back.
+  try {
+    const socket = client.socket;
+    const send = socket.packet.bind(socket);
+    let dropped = 0;
+    socket.packet = (packet) => {
+      if (packet.type === 3 && dropped === 0) {
+        dropped += 1;
+        setTimeout(() => socket.io.engine.close(), 10);
+        return;
+      }
+      send(packet);
+    };
+    const r = await relay.call({ apiKey: token.apiKey, toolName: 'draw_card', awaitResult: true, timeoutMs: 8000 });
+    assert.equal(dropped, 1, 'the first answer was held back');
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.deepEqual(r.body.result, { cardId: 'card-1' });
+    assert.equal(runs, 1, 'the handler ran once');
+    // A new call with another id runs the handler again.
+    const next = await relay.call({ apiKey: token.apiKey, toolName: 'draw_card', awaitResult: true, timeoutMs: 8000 });
+    assert.deepEqual(next.body.result, { cardId: 'card-2' });
+  } finally {
+    client.stop();
+  }
+});

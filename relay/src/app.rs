@@ -10,6 +10,7 @@ use axum::http::{HeaderValue, Method, header};
 use sha2::{Digest, Sha256};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
+use crate::admission::BindGate;
 use crate::config::Config;
 use crate::delivery::Io;
 use crate::error::ApiError;
@@ -30,6 +31,8 @@ pub struct App {
     pub tokens: TokenService,
     pub metrics: Arc<Metrics>,
     pub drain: Drain,
+    /// How many tabs this node binds at once ([`crate::admission`]).
+    pub binds: Arc<BindGate>,
     /// The Socket.IO handle, set once by [`build`](crate::build).
     pub io: std::sync::OnceLock<Io>,
     /// Several nodes: the shared state in Redis. `None` on a single node.
@@ -99,6 +102,7 @@ impl App {
             .iter()
             .map(|s| Sha256::digest(s.expose().as_bytes()).into())
             .collect();
+        let binds = BindGate::new(config.bind_concurrency);
         Arc::new(App {
             config,
             keys,
@@ -106,6 +110,7 @@ impl App {
             tokens,
             metrics,
             drain: Drain::default(),
+            binds,
             io: std::sync::OnceLock::new(),
             cluster,
             agents,

@@ -4,6 +4,7 @@
 //! `main` parses configuration and calls [`run`] with a bound listener, so tests bind port 0 and
 //! read the real address back. See `ARCHITECTURE.md` for the map.
 
+pub mod admission;
 pub mod api;
 pub mod app;
 pub mod app_jwt;

@@ -36,6 +36,12 @@ pub struct Metrics {
     /// Calls with an Idempotency-Key that can still be cancelled; set when scraped.
     pub calls_cancellable: Gauge,
     pub tokens_issued: Counter,
+    /// Binds this node runs at once at most, now ([`crate::admission`]); set when scraped.
+    pub bind_limit: Gauge,
+    /// Binds waiting for their turn; set when scraped.
+    pub binds_waiting: Gauge,
+    /// Handshakes and registrations refused because no turn came in time.
+    pub binds_refused_busy: Counter,
     ok_calls: Counter,
     failed_calls: Vec<(ErrorCode, Counter)>,
     awaited_latency: Histogram,
@@ -90,6 +96,25 @@ impl Metrics {
             tokens_issued.clone(),
         );
 
+        let bind_limit = Gauge::default();
+        registry.register(
+            "bind_limit",
+            "Binds this node runs at once at most, now (lower while it is saturated)",
+            bind_limit.clone(),
+        );
+        let binds_waiting = Gauge::default();
+        registry.register(
+            "binds_waiting",
+            "Binds waiting for their turn",
+            binds_waiting.clone(),
+        );
+        let binds_refused_busy = Counter::default();
+        registry.register(
+            "binds_refused_busy",
+            "Binds refused as unavailable because no turn came in time",
+            binds_refused_busy.clone(),
+        );
+
         let calls = Family::<OutcomeLabels, Counter>::default();
         registry.register("tool_calls", "Tool calls by outcome", calls.clone());
         let ok_calls = calls
@@ -134,6 +159,9 @@ impl Metrics {
             acks_pending,
             calls_cancellable,
             tokens_issued,
+            bind_limit,
+            binds_waiting,
+            binds_refused_busy,
             ok_calls,
             failed_calls,
             awaited_latency,

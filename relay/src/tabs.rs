@@ -22,6 +22,7 @@ use socketioxide::adapter::LocalAdapter;
 use socketioxide::extract::{AckSender, Data, SocketRef, State, TryData};
 use socketioxide::handler::ConnectHandler;
 
+use crate::admission::Admission;
 use crate::app::App;
 use crate::delivery::{dismiss, room};
 use crate::sockets::{BoundKey, ClusterAdapter, RelayAdapter, TabSocket};
@@ -39,6 +40,11 @@ struct HandshakeToken(Arc<VerifiedToken>);
 /// declaration waits for the bind (at most [`BIND_WAIT`]).
 #[derive(Clone)]
 struct Binding(Arc<tokio::sync::Notify>);
+
+/// The handshake's place among the binds this node runs at once ([`crate::admission`]), held
+/// from the token check until the connect handler has bound the key.
+#[derive(Clone)]
+struct Turn(#[allow(dead_code)] Arc<Admission>);
 
 /// The longest a declaration waits for its socket's handshake bind.
 const BIND_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -156,6 +162,19 @@ async fn is_revoked(app: &App, key: &str) -> Result<bool, ErrorObject> {
     app.store.is_revoked(key).await.map_err(|_| unavailable())
 }
 
+/// Waits for a place among the binds this node runs at once; refused as `unavailable` (which
+/// the client retries) when none comes within `RELAY_BIND_WAIT_MS`.
+async fn take_turn(app: &App) -> Result<Admission, ErrorObject> {
+    app.binds.admit(app.config.bind_wait).await.ok_or_else(|| {
+        app.metrics.binds_refused_busy.inc();
+        tracing::debug!("bind refused: this node is binding as many tabs as it can");
+        error_object(
+            ErrorCode::Unavailable,
+            "this relay is busy binding other tabs; try again shortly",
+        )
+    })
+}
+
 fn unavailable() -> ErrorObject {
     let e = crate::error::ApiError::unavailable();
     error_object(e.code, e.message)
@@ -172,6 +191,7 @@ async fn check_token(s: &TabSocket, app: &App, auth: Option<Value>) -> Result<()
             )));
         }
     };
+    let turn = take_turn(app).await.map_err(Refusal)?;
     match app.tokens.verify(&token) {
         Ok(verified) => match is_revoked(app, &verified.api_key).await {
             Ok(true) => {
@@ -180,6 +200,7 @@ async fn check_token(s: &TabSocket, app: &App, auth: Option<Value>) -> Result<()
             }
             Ok(false) => {
                 s.extensions().insert(HandshakeToken(Arc::new(verified)));
+                s.extensions().insert(Turn(Arc::new(turn)));
                 s.extensions()
                     .insert(Binding(Arc::new(tokio::sync::Notify::new())));
                 Ok(())
@@ -200,6 +221,7 @@ async fn on_connect<A: RelayAdapter>(s: SocketRef<A>, State(app): State<Arc<App>
     let proof = Proof::Token { exp: verified.exp };
     let tab = A::tab(&s);
     let bound = bind(&app, &tab, &verified.api_key, proof).await;
+    s.extensions.remove::<Turn>();
     if let Some(Binding(done)) = s.extensions.remove::<Binding>() {
         done.notify_waiters();
     }
@@ -226,6 +248,19 @@ async fn on_register<A: RelayAdapter>(
     ack: AckSender<A>,
 ) {
     let s = A::tab(&s);
+    let turn = match &arg {
+        Value::String(_) => match take_turn(&app).await {
+            Ok(turn) => Some(turn),
+            Err(error) => {
+                let _ = ack.send(&RegisterAck {
+                    ok: false,
+                    error: Some(error),
+                });
+                return;
+            }
+        },
+        _ => None,
+    };
     let outcome = match &arg {
         Value::String(k) if is_api_key(k) && !app.config.allow_bare_keys => {
             tracing::info!(key = %Fp(k), "register refused: bare keys are off");
@@ -262,6 +297,7 @@ async fn on_register<A: RelayAdapter>(
             "expected a key or a token",
         )),
     };
+    drop(turn);
     let answer = match outcome {
         Ok(()) => RegisterAck {
             ok: true,

@@ -1,5 +1,5 @@
 //! The browser client's reconnection policy, as socket.io-client's `Backoff` computes it with the
-//! options `web/src/client.ts` passes (`reconnectionDelay: 250`, `reconnectionDelayMax: 3000`,
+//! options `web/client/src/client.ts` passes (`reconnectionDelay: 250`, `reconnectionDelayMax: 3000`,
 //! the default `randomizationFactor: 0.5`): the n-th attempt after a connection ends waits
 //! `250 · 2ⁿ` ms, moved up or down by a random share of up to half of it, at most 3 s; a
 //! successful connection starts over at n = 0.
@@ -49,6 +49,12 @@ impl Backoff {
             ms + deviation
         };
         ms.min(MAX_MS) as u64
+    }
+
+    /// The wait after a handshake the relay refused (`unavailable`, e.g. while it binds a storm
+    /// of tabs): the browser client's `scheduleReconnect(750 + Math.random() * 500)`.
+    pub fn refused_ms(&mut self) -> u64 {
+        750 + (self.random() * 500.0) as u64
     }
 
     /// A connection opened: the next loss starts over.

@@ -228,10 +228,10 @@ pub async fn run(
                 .err()
                 .unwrap_or_else(|| "closed before binding".into());
             roam.failed(&why);
-            // A refusal by the relay's middleware is retried after a second by the browser
-            // client (`scheduleReconnect(1000)`), a transport failure by the backoff.
+            // A refusal by the relay's middleware is retried after about a second by the
+            // browser client, a transport failure by the backoff.
             if why.starts_with("refused") {
-                1000
+                backoff.refused_ms()
             } else {
                 backoff.next_ms()
             }

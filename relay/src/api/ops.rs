@@ -85,6 +85,8 @@ pub(crate) async fn metrics(
     app.metrics.calls_in_flight.set(inflight as i64);
     app.metrics.acks_pending.set(pending as i64);
     app.metrics.calls_cancellable.set(running.len() as i64);
+    app.metrics.bind_limit.set(app.binds.limit() as i64);
+    app.metrics.binds_waiting.set(app.binds.waiting() as i64);
     (
         [(
             header::CONTENT_TYPE,

@@ -161,6 +161,9 @@ pub struct Config {
     pub idempotency_window: Duration,
     pub max_body_bytes: usize,
     pub max_inflight_per_key: usize,
+    /// Most binds running at once on this node, and how long a bind waits for its turn.
+    pub bind_concurrency: usize,
+    pub bind_wait: Duration,
     pub token_rate_per_min: u32,
     pub agent_rate_per_sec: u32,
     pub drain: Duration,
@@ -335,6 +338,11 @@ impl Config {
         );
         positive(
             &mut problems,
+            "RELAY_BIND_CONCURRENCY",
+            o.bind_concurrency as u64,
+        );
+        positive(
+            &mut problems,
             "RELAY_TOKEN_RATE_PER_MIN",
             u64::from(o.token_rate_per_min),
         );
@@ -380,6 +388,8 @@ impl Config {
             idempotency_window: Duration::from_secs(o.idempotency_window_secs),
             max_body_bytes: o.max_body_bytes,
             max_inflight_per_key: o.max_inflight_per_key,
+            bind_concurrency: o.bind_concurrency,
+            bind_wait: Duration::from_millis(o.bind_wait_ms),
             token_rate_per_min: o.token_rate_per_min,
             agent_rate_per_sec: o.agent_rate_per_sec,
             drain: Duration::from_millis(o.drain_ms),

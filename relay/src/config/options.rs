@@ -145,6 +145,14 @@ pub struct Options {
     /// Largest accepted request body, bytes.
     #[arg(long, env = "RELAY_MAX_BODY_BYTES", default_value_t = 64 * 1024)]
     pub max_body_bytes: usize,
+    /// Tabs this node binds at once, at most: more wait their turn (see RELAY_BIND_WAIT_MS).
+    /// The node binds fewer at once while it is saturated (its runtime wakes tasks late).
+    #[arg(long, env = "RELAY_BIND_CONCURRENCY", default_value_t = 64)]
+    pub bind_concurrency: usize,
+    /// How long a tab's bind waits for its turn before the handshake is refused as
+    /// `unavailable` (the browser client retries), milliseconds.
+    #[arg(long, env = "RELAY_BIND_WAIT_MS", default_value_t = 4_000)]
+    pub bind_wait_ms: u64,
     /// Tool calls one key may have in flight at once.
     #[arg(long, env = "RELAY_MAX_INFLIGHT_PER_KEY", default_value_t = 16)]
     pub max_inflight_per_key: usize,

@@ -116,6 +116,13 @@ export interface ClientOptions {
 /** How long the relay has to acknowledge a declaration before it is sent again. */
 const DECLARE_TIMEOUT_MS = 5000;
 
+/**
+ * Answers given, kept for a call delivered again after its answer was lost on the way (the relay
+ * node that carried it died): the same answer is sent instead of running the handler twice.
+ */
+const ANSWERS_KEPT = 64;
+const ANSWER_KEPT_MS = 120_000;
+
 interface Pending {
   controller: AbortController;
   settled: Promise<unknown>;
@@ -143,6 +150,8 @@ export class VoiceRelayClient {
     declared: new Set(),
   };
   private readonly pending = new Map<string, Pending>();
+  /** The last answers given, by call id, oldest first ({@link ANSWERS_KEPT}). */
+  private readonly answered = new Map<string, { answer: unknown; at: number }>();
   private socket: Socket | null = null;
   private tokenInfo: TokenInfo | null = null;
   private currentState: ConnectionState = 'idle';
@@ -354,8 +363,9 @@ export class VoiceRelayClient {
           this.setState('error', err.message);
         } else {
           this.setState('reconnecting', err.message);
-          // A refused middleware does not auto-retry; a transport error does.
-          if (err.data) this.scheduleReconnect(1000);
+          // A refused middleware does not auto-retry; a transport error does. A second, with
+          // jitter: a node busy binding a storm of tabs refuses them all at once.
+          if (err.data) this.scheduleReconnect(750 + Math.random() * 500);
           return;
         }
         if (first) {
@@ -439,6 +449,13 @@ export class VoiceRelayClient {
       if (ack) running.settled.then(ack, () => {});
       return;
     }
+    // Delivered again after this tab answered (the answer was lost with a relay node): the same
+    // answer again.
+    const given = this.answered.get(callId);
+    if (given && Date.now() - given.at < ANSWER_KEPT_MS) {
+      ack?.(given.answer);
+      return;
+    }
 
     const controller = new AbortController();
     const meta: CallMeta = {
@@ -467,8 +484,17 @@ export class VoiceRelayClient {
       if (entry.timer) clearTimeout(entry.timer);
       if (this.pending.get(callId) === entry) this.pending.delete(callId);
       // An aborted call's answer would be dropped by the relay anyway.
-      if (ack && !controller.signal.aborted) ack(answer);
+      if (ack && !controller.signal.aborted) {
+        ack(answer);
+        this.keepAnswer(callId, answer);
+      }
     });
+  }
+
+  private keepAnswer(callId: string, answer: unknown): void {
+    this.answered.delete(callId);
+    this.answered.set(callId, { answer, at: Date.now() });
+    if (this.answered.size > ANSWERS_KEPT) this.answered.delete(this.answered.keys().next().value as string);
   }
 
   private cancelCall(callId: string, why: string): void {
