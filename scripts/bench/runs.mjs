@@ -133,6 +133,16 @@ export async function scaleRun(ctx, tabs, nodes, callSecs, callRate) {
   }
 }
 
+/** Calls of each Redis command since the server started (`INFO commandstats`). */
+function commandCalls(port) {
+  const out = {};
+  for (const [k, v] of Object.entries(redisInfo(port, 'commandstats'))) {
+    const calls = /calls=(\d+)/.exec(String(v));
+    if (k.startsWith('cmdstat_') && calls) out[k.slice('cmdstat_'.length)] = Number(calls[1]);
+  }
+  return out;
+}
+
 export async function stormRun(ctx, stormTabs, others, nodes, secs, rate) {
   const c = await cluster(ctx, nodes);
   let gens = [];
@@ -148,12 +158,14 @@ export async function stormRun(ctx, stormTabs, others, nodes, secs, rate) {
     log(`storm: quiet p99 ${quiet.quiet.latency_us?.p99} µs; calls with a kill…`);
     const killAfter = Math.round(secs / 4);
     const samples = [];
+    let commandsAtKill = null;
     const during = async (t0) => {
       let killedAt = null;
       let last = { relay: c.relays.map((r) => cpuTicks(r.proc.pid)), cmds: redisInfo(REDIS_PORT, 'stats').total_commands_processed, redis: cpuTicks(c.redis.pid), at: Date.now() };
       while (Date.now() - t0 < secs * 1000 + 2000) {
         await sleep(1000);
         if (killedAt === null && Date.now() - t0 >= killAfter * 1000) {
+          commandsAtKill = commandCalls(REDIS_PORT);
           c.relays[0].proc.kill('SIGKILL');
           killedAt = Date.now();
           log('storm: node killed');
@@ -173,6 +185,13 @@ export async function stormRun(ctx, stormTabs, others, nodes, secs, rate) {
       return { killed_at: killedAt, samples };
     };
     const storm = await callPhase(gens, c.relays.slice(1), c.redis, secs, rate, during);
+    const commandsAfter = commandCalls(REDIS_PORT);
+    // Which Redis commands the storm ran, from the kill to the end of the calls, most first.
+    const stormCommands = Object.entries(commandsAfter)
+      .map(([cmd, n]) => [cmd, n - (commandsAtKill?.[cmd] ?? 0)])
+      .filter(([, n]) => n > 0)
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 8);
     const killedAt = storm.side.killed_at;
     for (const g of gens) g.send('roam 120');
     const roams = (await Promise.all(gens.map((g) => g.next('roam', 130000)))).map((r) => r.roam);
@@ -195,6 +214,7 @@ export async function stormRun(ctx, stormTabs, others, nodes, secs, rate) {
       away_ms_p50_max: Math.max(...roams.map((r) => r.away_ms_p50 ?? 0)), away_ms_p99_max: Math.max(...roams.map((r) => r.away_ms_p99 ?? 0)), away_ms_max: Math.max(...roams.map((r) => r.away_ms_max ?? 0)),
       rebinds_per_s_after_kill: perSecond.map((x) => x ?? 0),
       samples: storm.side.samples,
+      redis_commands_after_kill: Object.fromEntries(stormCommands),
     };
   } finally {
     for (const g of gens) await g.stop();

@@ -62,7 +62,8 @@ export async function main(argv, { root, target }) {
     console.log(`  calls to a lost tab in flight at the loss or sent while it was away: ${fmt(s.caught.ok)} ok, errors ${JSON.stringify(s.caught.errors)}, p50 ${fmt(s.caught.latency_us?.p50)} µs, p99 ${fmt(s.caught.latency_us?.p99)} µs, max ${fmt(s.caught.latency_us?.max)} µs`);
     console.log(`  calls to a lost tab once bound again: ${fmt(s.back.ok)} ok, errors ${JSON.stringify(s.back.errors)}, p50 ${fmt(s.back.latency_us?.p50)} µs, p99 ${fmt(s.back.latency_us?.p99)} µs`);
     console.log(`  calls to the other tabs after the kill: ${fmt(s.others.ok)} ok, errors ${JSON.stringify(s.others.errors)}, p50 ${fmt(s.others.latency_us?.p50)} µs, p99 ${fmt(s.others.latency_us?.p99)} µs (${s.others.latency_us && q ? (s.others.latency_us.p99 / q.p99).toFixed(1) : 'n/a'}× quiet)`);
-    console.log(`  misrouted ${s.misrouted}, delivered twice ${s.duplicated} (the browser client answers those from its memory of given answers), , skipped ${s.skipped}; relay CPU (surviving nodes) ${fmt(s.relay_cpu_ms)} ms, Redis ${fmt(s.redis_commands)} commands over the ${s.secs} s`);
+    console.log(`  Redis commands from the kill to the end of the calls, most first: ${Object.entries(r.redis_commands_after_kill).map(([k, n]) => `${k} ${fmt(n)}`).join(', ')}`);
+    console.log(`  misrouted ${s.misrouted}, delivered twice ${s.duplicated} (the browser client answers those from its memory of given answers), skipped ${s.skipped}; relay CPU (surviving nodes) ${fmt(s.relay_cpu_ms)} ms, Redis ${fmt(s.redis_commands)} commands over the ${s.secs} s`);
     console.log('  each second (t from the start of the calls): relay CPU % / Redis CPU % / Redis ops/s / load');
     for (const x of r.samples) console.log(`    ${(x.t_ms / 1000).toFixed(0).padStart(3)} s  ${String(x.relay_cpu_pct).padStart(4)}  ${String(x.redis_cpu_pct).padStart(4)}  ${String(x.redis_ops_per_s).padStart(7)}  ${x.loadavg_1m}`);
   }

@@ -1,6 +1,7 @@
 //! A Redis Cluster of the test's own: six `redis-server --cluster-enabled yes` on free ports
 //! (three primaries, a replica each), joined with `redis-cli --cluster create`. The store suite
-//! runs on it unchanged through `redis+cluster://`.
+//! runs on it unchanged through `redis+cluster://`, and on a TLS-only one (the cluster bus and
+//! replication on TLS too) through `rediss+cluster://`.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -11,6 +12,8 @@ use super::tls::Scratch;
 pub struct RedisCluster {
     children: Vec<Child>,
     pub ports: Vec<u16>,
+    /// TLS only: the directory of the test's certificates.
+    tls: Option<std::path::PathBuf>,
     _dir: Scratch,
 }
 
@@ -31,7 +34,28 @@ impl RedisCluster {
             .iter()
             .map(|p| format!("127.0.0.1:{p}"))
             .collect();
-        format!("redis+cluster://{}", nodes.join(","))
+        let scheme = if self.tls.is_some() {
+            "rediss+cluster"
+        } else {
+            "redis+cluster"
+        };
+        format!("{scheme}://{}", nodes.join(","))
+    }
+
+    /// `redis-cli`'s arguments for reaching the servers.
+    fn cli_args(&self) -> Vec<String> {
+        tls_cli_args(self.tls.as_deref())
+    }
+}
+
+fn tls_cli_args(tls: Option<&std::path::Path>) -> Vec<String> {
+    match tls {
+        Some(certs) => vec![
+            "--tls".into(),
+            "--cacert".into(),
+            certs.join("ca.crt").to_string_lossy().into_owned(),
+        ],
+        None => Vec::new(),
     }
 }
 
@@ -42,9 +66,10 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn cli(port: u16, args: &[&str]) -> Option<String> {
+fn cli(cluster: &RedisCluster, port: u16, args: &[&str]) -> Option<String> {
     let out = Command::new("redis-cli")
         .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(cluster.cli_args())
         .args(args)
         .stderr(Stdio::null())
         .output()
@@ -65,6 +90,16 @@ fn wait_for(what: &str, bound: Duration, mut check: impl FnMut() -> bool) {
 
 /// Starts six servers, makes them a cluster, and waits until every node serves every slot.
 pub fn start_cluster() -> RedisCluster {
+    start(None)
+}
+
+/// [`start_cluster`] on TLS only, with the certificates in `certs` (see
+/// [`super::tls::make_certificates`]): clients, the cluster bus and replication all on TLS.
+pub fn start_tls_cluster(certs: &std::path::Path) -> RedisCluster {
+    start(Some(certs))
+}
+
+fn start(tls: Option<&std::path::Path>) -> RedisCluster {
     let scratch = Scratch::new("relay-cluster");
     let dir = scratch.0.clone();
     let ports: Vec<u16> = (0..6).map(|_| free_port()).collect();
@@ -72,8 +107,22 @@ pub fn start_cluster() -> RedisCluster {
         .iter()
         .map(|port| {
             let conf = dir.join(format!("nodes-{port}.conf"));
-            Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            let mut server = Command::new("redis-server");
+            match tls {
+                None => server.args(["--port", &port.to_string()]),
+                Some(certs) => {
+                    let file = |name: &str| certs.join(name).to_string_lossy().into_owned();
+                    server
+                        .args(["--port", "0", "--tls-port", &port.to_string()])
+                        .args(["--tls-cluster", "yes", "--tls-replication", "yes"])
+                        .args(["--tls-cert-file", &file("server.crt")])
+                        .args(["--tls-key-file", &file("server.key")])
+                        .args(["--tls-ca-cert-file", &file("ca.crt")])
+                        .args(["--tls-auth-clients", "no"])
+                }
+            };
+            server
+                .args(["--bind", "127.0.0.1"])
                 .args(["--cluster-enabled", "yes", "--cluster-config-file"])
                 .arg(&conf)
                 .args(["--cluster-node-timeout", "2000"])
@@ -89,11 +138,12 @@ pub fn start_cluster() -> RedisCluster {
     let cluster = RedisCluster {
         children,
         ports,
+        tls: tls.map(std::path::Path::to_path_buf),
         _dir: scratch,
     };
     for port in &cluster.ports {
         wait_for("redis-server answers", Duration::from_secs(10), || {
-            cli(*port, &["PING"]).is_some_and(|o| o.contains("PONG"))
+            cli(&cluster, *port, &["PING"]).is_some_and(|o| o.contains("PONG"))
         });
     }
     let nodes: Vec<String> = cluster
@@ -102,6 +152,7 @@ pub fn start_cluster() -> RedisCluster {
         .map(|p| format!("127.0.0.1:{p}"))
         .collect();
     let out = Command::new("redis-cli")
+        .args(cluster.cli_args())
         .arg("--cluster")
         .arg("create")
         .args(&nodes)
@@ -116,7 +167,8 @@ pub fn start_cluster() -> RedisCluster {
     );
     for port in &cluster.ports {
         wait_for("cluster_state:ok", Duration::from_secs(20), || {
-            cli(*port, &["CLUSTER", "INFO"]).is_some_and(|o| o.contains("cluster_state:ok"))
+            cli(&cluster, *port, &["CLUSTER", "INFO"])
+                .is_some_and(|o| o.contains("cluster_state:ok"))
         });
     }
     cluster
