@@ -4,12 +4,14 @@
 // Socket.IO server (each node writes it to Redis, `va:sio:<node>`), A's request goes out on B's
 // own request channel only (the third node, C, never gets it) and A no longer asks Redis how many
 // nodes listen. Before A knows it (its first call to B) and when B's record is missing, the call
-// goes to every node as before and still succeeds.
+// goes to every node as before and still succeeds. A call aimed at a node that dies is delivered
+// again as soon as its tab re-binds elsewhere, as a call sent to every node is.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { execFile, spawn } from 'node:child_process';
-import { startNode, startRedis, onRedisCluster, eventually, sleep, within } from '../harness/index.mjs';
+import { io } from 'socket.io-client';
+import { startNode, startRedis, startBalancer, onRedisCluster, eventually, sleep, within, Tab } from '../harness/index.mjs';
 
 const GLOBAL = 'va-relay-request#/#';
 
@@ -98,6 +100,18 @@ async function tabOn(host) {
   return { tab, apiKey: minted.apiKey };
 }
 
+/** Calls through `via` until MONITOR shows one aimed at `server`'s own request channel. */
+async function untilAimed(via, apiKey, server, lines) {
+  const mine = `${GLOBAL}${server}#`;
+  await eventually(async () => {
+    lines.length = 0;
+    const r = await whoami(via, apiKey);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    return published(lines).includes(mine);
+  }, 'a call aimed at the holding node', 5000, 100);
+  return mine;
+}
+
 const whoami = (via, apiKey) => via.call({ apiKey, toolName: 'whoami', awaitResult: true, timeoutMs: 3000 });
 
 test('once the holding node is known, a call goes to it alone; before, to every node', async () => {
@@ -113,13 +127,7 @@ test('once the holding node is known, a call goes to it alone; before, to every 
   assert.ok(published(lines).includes(GLOBAL), `the first call is published to every node: ${published(lines)}`);
 
   // Once A has read B's server (a lookup started by that first call), calls go to B alone.
-  const mine = `${GLOBAL}${b.server}#`;
-  await eventually(async () => {
-    lines.length = 0;
-    const r = await whoami(A, apiKey);
-    assert.equal(r.status, 200, JSON.stringify(r.body));
-    return published(lines).includes(mine);
-  }, 'a call aimed at B', 5000, 100);
+  const mine = await untilAimed(A, apiKey, b.server, lines);
 
   lines.length = 0;
   for (let i = 0; i < 5; i += 1) {
@@ -155,4 +163,52 @@ test('a call still reaches its tab when the node of the tab wrote no server id',
   // And the record comes back with C's heartbeat, for the next calls.
   await eventually(async () => (await cli('GET', `va:sio:${c.node}`)) === c.server, 'C to write its server id again', 5000, 100);
   tab.close();
+});
+
+test('a call aimed at a node that is killed is delivered again once its tab re-binds on another node', async (t) => {
+  const doomed = await startNode(nodes, { ...shared, RELAY_REDIS_URL: redis.url }, { name: 'relay-doomed' });
+  const lb = await startBalancer(doomed.url);
+  try {
+    const minted = await doomed.token();
+    const socket = io(lb.url, {
+      transports: ['websocket'], auth: { token: minted.token }, forceNew: true,
+      reconnection: true, reconnectionDelay: 100, reconnectionDelayMax: 300, timeout: 3000,
+    });
+    const tab = new Tab(socket);
+    let deliveries = 0;
+    socket.on('voice-agent:whoami', (p, meta, ack) => ack({ callId: meta.callId }));
+    socket.on('voice-agent:draw_card', (params, meta, ack) => {
+      deliveries += 1;
+      // The first delivery reaches the node that dies; the second one (after the re-bind) is
+      // answered.
+      if (deliveries >= 2) ack({ ok: true, result: { callId: meta.callId } });
+    });
+    await tab.connected();
+    await A.waitState(minted.apiKey, 'online');
+    const lines = await monitor();
+    await untilAimed(A, minted.apiKey, (await serverOf(minted.apiKey)).server, lines);
+
+    const pending = A.call({ apiKey: minted.apiKey, toolName: 'draw_card', awaitResult: true, timeoutMs: 20000 });
+    await tab.next('voice-agent:draw_card');
+    lb.target = null;
+    doomed.proc.kill('SIGKILL');
+    await tab.next('disconnect');
+    await A.waitState(minted.apiKey, 'offline', 8000);
+    lb.target = C.url;
+    await tab.connected(10000);
+    await A.waitState(minted.apiKey, 'online');
+    // The key watch sees the move: the call goes to C at once, not after the adapter's request
+    // timeout (5 s) for the dead node's answer.
+    const rebound = Date.now();
+    const done = await within(15000, pending, 'the waiting call');
+    assert.equal(done.status, 200, JSON.stringify(done.body));
+    assert.equal(done.body.result.callId, done.body.callId);
+    assert.equal(deliveries, 2);
+    const after = Date.now() - rebound;
+    t.diagnostic(`answered ${after} ms after the re-bind`);
+    assert.ok(after < 2500, `delivered again ${after} ms after the re-bind`);
+    socket.close();
+  } finally {
+    await lb.close();
+  }
 });

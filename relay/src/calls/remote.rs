@@ -90,7 +90,9 @@ pub(super) async fn deliver(
                     Ok(Moved::No) => mark = next,
                     // Offline, or its node late with a heartbeat: the socket the call went to
                     // may still answer, and is not sent the call again. The answers end by
-                    // themselves if it closed; a tab that re-binds elsewhere is a move.
+                    // themselves if it closed (if its node died before answering a call aimed
+                    // at it alone, at the adapter's request timeout); a tab that re-binds
+                    // elsewhere is a move, delivered again at once.
                     Ok(Moved::Between) => {
                         tracing::debug!(key = %key_fp, call_id = %call.call_id, "tab between places; still awaiting the socket the call went to");
                         mark = next;
