@@ -25,6 +25,7 @@ pub mod shutdown;
 pub mod sockets;
 pub mod store;
 pub mod tabs;
+pub mod targeted;
 pub mod tokens;
 
 pub use app::App;

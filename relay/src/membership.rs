@@ -30,6 +30,10 @@ pub async fn maintain(app: Arc<App>, cluster: Arc<Cluster>) {
         unsure |= cluster.take_moved();
         match cluster.heartbeat().await {
             Ok(missing) => {
+                // Which Socket.IO server this node runs, for the others to aim emits at.
+                if let Some(server) = app.io.get().and_then(|io| io.server_id()) {
+                    let _ = cluster.announce_server(server).await;
+                }
                 if (missing || unsure) && !first {
                     if missing {
                         tracing::warn!(

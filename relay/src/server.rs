@@ -162,6 +162,7 @@ pub async fn run_connected(
         maintainer.abort();
         let _ = maintainer.await;
         c.leave().await;
+        c.withdraw_server().await;
     }
     served?;
     tracing::info!("relay stopped");

@@ -13,15 +13,13 @@ use socketioxide::extensions::Extensions;
 use socketioxide::extract::SocketRef;
 use socketioxide::socket::Sid;
 
-use crate::pubsub::PubSub;
-
 /// The key a socket holds, kept in the socket's extensions while it holds it.
 #[derive(Clone)]
 pub struct BoundKey(pub std::sync::Arc<str>);
 
-/// The Socket.IO adapter of a relay running on Redis.
-pub type ClusterAdapter =
-    socketioxide_redis::CustomRedisAdapter<socketioxide::adapter::Emitter, PubSub>;
+/// The Socket.IO adapter of a relay running on Redis (socketioxide-redis's, able to aim an emit
+/// at one node: [`crate::targeted`]).
+pub type ClusterAdapter = crate::targeted::TargetedAdapter;
 
 /// A connected tab's socket, whichever adapter it came through.
 #[derive(Clone)]

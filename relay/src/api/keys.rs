@@ -135,7 +135,7 @@ pub(crate) async fn key_mode(
         TabAt::Here(binding) => binding.socket.emit(events::MODE, &event).is_ok(),
         TabAt::Elsewhere => match app.io.get() {
             Some(io) => io
-                .emit_to_room(&room(&api_key), events::MODE, &event)
+                .emit_to_room(&room(&api_key), None, events::MODE, &event)
                 .await
                 .is_ok(),
             None => false,

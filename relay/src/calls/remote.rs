@@ -30,20 +30,23 @@ pub(super) async fn deliver(
     };
     let room = crate::delivery::room(&call.api_key);
     let key_fp = Fp(&call.api_key);
+    // The Socket.IO server of the node Redis names: the emit goes there alone. Not known yet
+    // (looked up meanwhile), the emit goes to every node, as it would without it.
+    let server = app.cluster.as_ref().and_then(|c| c.server_of(&target.node));
 
     if !call.await_result {
-        io.emit_to_room(&room, &d.event, &d.args())
+        io.emit_to_room(&room, server, &d.event, &d.args())
             .await
             .map_err(|_| ApiError::unavailable())?;
-        tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, node = %target.node, "delivered through another node");
+        tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, node = %target.node, aimed = server.is_some(), "delivered through another node");
         return Ok(Step::Done(Ok(None)));
     }
     let acks = io
-        .emit_to_room_with_ack(&room, d.remaining, &d.event, &d.args())
+        .emit_to_room_with_ack(&room, server, d.remaining, &d.event, &d.args())
         .await
         .map_err(|_| ApiError::unavailable())?;
     tokio::pin!(acks);
-    tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, node = %target.node, "delivered through another node, awaiting answer");
+    tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, node = %target.node, aimed = server.is_some(), "delivered through another node, awaiting answer");
     // Changes are watched from the read that named the target on, so a move while the call was
     // being emitted is seen at once, not at the next recheck.
     let mut mark = track.round_mark();
@@ -52,7 +55,7 @@ pub(super) async fn deliver(
         tokio::select! {
             biased;
             e = stopped(app, call) => {
-                io.cancel_in_room(&room, &call.call_id);
+                io.cancel_in_room(&room, server, &call.call_id);
                 return Ok(Step::Done(Err(e)));
             }
             answer = acks.next() => return Ok(match answer {
@@ -65,7 +68,7 @@ pub(super) async fn deliver(
                 }
                 Some((_, Ok(value))) => Step::Done(interpret(value)),
                 Some((_, Err(AckError::Timeout))) => {
-                    io.cancel_in_room(&room, &call.call_id);
+                    io.cancel_in_room(&room, server, &call.call_id);
                     Step::Done(Err(tab_timeout()))
                 }
                 Some((_, Err(AckError::Decode(_)))) => Step::Done(Ok(Some(serde_json::Value::Null))),
@@ -76,7 +79,7 @@ pub(super) async fn deliver(
                 }
             }),
             _ = tokio::time::sleep_until(deadline) => {
-                io.cancel_in_room(&room, &call.call_id);
+                io.cancel_in_room(&room, server, &call.call_id);
                 return Ok(Step::Done(Err(tab_timeout())));
             }
             _ = tokio::time::timeout_at(recheck, track.changed_since(mark)) => {
@@ -87,7 +90,9 @@ pub(super) async fn deliver(
                     Ok(Moved::No) => mark = next,
                     // Offline, or its node late with a heartbeat: the socket the call went to
                     // may still answer, and is not sent the call again. The answers end by
-                    // themselves if it closed; a tab that re-binds elsewhere is a move.
+                    // themselves if it closed (if its node died before answering a call aimed
+                    // at it alone, at the adapter's request timeout); a tab that re-binds
+                    // elsewhere is a move, delivered again at once.
                     Ok(Moved::Between) => {
                         tracing::debug!(key = %key_fp, call_id = %call.call_id, "tab between places; still awaiting the socket the call went to");
                         mark = next;
@@ -98,7 +103,7 @@ pub(super) async fn deliver(
                     }
                     Err(e) => {
                         // Nobody will read the answer: the tab stops the call.
-                        io.cancel_in_room(&room, &call.call_id);
+                        io.cancel_in_room(&room, server, &call.call_id);
                         return Err(e.into());
                     }
                 }

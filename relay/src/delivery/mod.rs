@@ -1,10 +1,11 @@
 //! Delivery: how an emit reaches a tab. A tab on this node is reached through its own socket
 //! (the [`Binding`](crate::store::keys::Binding) the store hands back holds it, see
 //! [`TabSocket`](crate::sockets::TabSocket)); a tab on another node through the Socket.IO Redis
-//! adapter, to the room named after its key ([`Io`]). Nothing else in the relay asks which
-//! adapter runs: a room delivery on one node finds no other node and says so. Dismissing a tab
-//! that lost its key (replaced, revoked) is a delivery too: [`dismiss`] here, [`Io::dismiss_in_room`]
-//! on another node.
+//! adapter, to the room named after its key ([`Io`]): only on the node Redis says holds it once
+//! that node's Socket.IO server is known ([`crate::targeted`]), else on every node. Nothing else
+//! in the relay asks which adapter runs: a room delivery on one node finds no other node and says
+//! so. Dismissing a tab that lost its key (replaced, revoked) is a delivery too: [`dismiss`]
+//! here, [`Io::dismiss_in_room`] on another node (to every node: the old socket may be anywhere).
 
 use std::time::Duration;
 
@@ -13,9 +14,11 @@ use serde::Serialize;
 use socketioxide::SocketIo;
 use socketioxide::ack::AckStream;
 use socketioxide::adapter::LocalAdapter;
+use socketioxide_core::Uid;
 
 use crate::sockets::{BoundKey, ClusterAdapter};
 use crate::store::keys::Displaced;
+use crate::targeted::to_server;
 use relay_wire::Fp;
 
 /// The room a key's socket joins, named after the key's digest: how another node's emits
@@ -78,26 +81,37 @@ impl Io {
         }
     }
 
-    /// Emits to the sockets of `room` on every node, expecting no answer.
+    /// This node's Socket.IO server id, which other nodes aim emits at (on Redis).
+    pub fn server_id(&self) -> Option<Uid> {
+        match self {
+            Io::Local(_) => None,
+            Io::Cluster(io) => Some(io.config().server_id),
+        }
+    }
+
+    /// Emits to the sockets of `room` on the Socket.IO server `server` (the node Redis says
+    /// holds the tab), or on every node when it is not known; expects no answer.
     pub async fn emit_to_room<T: ?Sized + Serialize>(
         &self,
         room: &str,
+        server: Option<Uid>,
         event: &str,
         data: &T,
     ) -> Result<(), Unreachable> {
         let Io::Cluster(io) = self else {
             return Err(Unreachable);
         };
-        io.to(room.to_owned())
-            .emit(event, data)
+        to_server(server, io.to(room.to_owned()).emit(event, data))
             .await
             .map_err(|_| Unreachable)
     }
 
-    /// Emits to the sockets of `room` on every node, each expected to answer within `timeout`.
+    /// Emits to the sockets of `room` on `server`, or on every node when it is not known, each
+    /// expected to answer within `timeout`.
     pub async fn emit_to_room_with_ack<T: ?Sized + Serialize>(
         &self,
         room: &str,
+        server: Option<Uid>,
         timeout: Duration,
         event: &str,
         data: &T,
@@ -105,16 +119,16 @@ impl Io {
         let Io::Cluster(io) = self else {
             return Err(Unreachable);
         };
-        io.to(room.to_owned())
+        let emit = io
+            .to(room.to_owned())
             .timeout(timeout)
-            .emit_with_ack::<_, serde_json::Value>(event, data)
-            .await
-            .map_err(|_| Unreachable)
+            .emit_with_ack::<_, serde_json::Value>(event, data);
+        to_server(server, emit).await.map_err(|_| Unreachable)
     }
 
-    /// Tells the tab of `room` on another node that an awaited call ended without its answer.
-    /// Best effort.
-    pub fn cancel_in_room(&self, room: &str, call_id: &str) {
+    /// Tells the tab of `room` on another node (on `server`, where its call was sent, or on every
+    /// node) that an awaited call ended without its answer. Best effort.
+    pub fn cancel_in_room(&self, room: &str, server: Option<Uid>, call_id: &str) {
         let Io::Cluster(io) = self else {
             return;
         };
@@ -123,7 +137,7 @@ impl Io {
             call_id: call_id.to_owned(),
         };
         tokio::spawn(async move {
-            let _ = op.emit(events::CANCEL, &event).await;
+            let _ = to_server(server, op.emit(events::CANCEL, &event)).await;
         });
     }
 

@@ -160,6 +160,7 @@ mod keys;
 mod link;
 mod nodes;
 mod scripts;
+mod servers;
 mod sharded;
 mod sharded_ops;
 mod watch;
@@ -204,6 +205,8 @@ pub struct Cluster {
     scripts: Scripts,
     sharded_scripts: sharded::ShardedScripts,
     settings: Settings,
+    /// The other nodes' Socket.IO server ids ([`servers`]).
+    servers: servers::Servers,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -297,6 +300,7 @@ impl Cluster {
             scripts: Scripts::new(),
             sharded_scripts: sharded::ShardedScripts::new(),
             settings,
+            servers: Default::default(),
         });
         cluster.clone().listen().await?;
         // Announced before serving: a tab bound here must never look like it is on a lost node.

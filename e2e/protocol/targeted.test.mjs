@@ -1,0 +1,214 @@
+// A call for a tab on another node goes to that node alone: three relay nodes on a real Redis
+// (one server, or a Redis Cluster with E2E_REDIS=cluster), a tab on B, calls posted to A. What
+// the nodes publish is read with `redis-cli MONITOR` on every Redis server: once A knows B's
+// Socket.IO server (each node writes it to Redis, `va:sio:<node>`), A's request goes out on B's
+// own request channel only (the third node, C, never gets it) and A no longer asks Redis how many
+// nodes listen. Before A knows it (its first call to B) and when B's record is missing, the call
+// goes to every node as before and still succeeds. A call aimed at a node that dies is delivered
+// again as soon as its tab re-binds elsewhere, as a call sent to every node is.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { execFile, spawn } from 'node:child_process';
+import { io } from 'socket.io-client';
+import { startNode, startRedis, startBalancer, onRedisCluster, eventually, sleep, within, Tab } from '../harness/index.mjs';
+
+const GLOBAL = 'va-relay-request#/#';
+
+let redis;
+const nodes = [];
+const monitors = [];
+const shared = {
+  LIVEKIT_API_SECRET: `lk-${randomBytes(24).toString('hex')}`,
+  RELAY_AGENT_SECRET: `as-${randomBytes(24).toString('hex')}`,
+};
+let A;
+let B;
+let C;
+
+const ports = () => (redis.cluster ? redis.ports : [redis.port]);
+
+/** `redis-cli` against the Redis under test (following a cluster's redirections). */
+function cli(...args) {
+  return within(5000, new Promise((resolve, reject) => {
+    execFile('redis-cli', ['-c', '-h', '127.0.0.1', '-p', String(redis.port), ...args], (err, out) => {
+      if (err) reject(err); else resolve(out.trim());
+    });
+  }), `redis-cli ${args.join(' ')}`);
+}
+
+/** `MONITOR` on every Redis server; `lines` holds what each printed since. */
+async function monitor() {
+  const lines = [];
+  for (const port of ports()) {
+    const proc = spawn('redis-cli', ['-h', '127.0.0.1', '-p', String(port), 'MONITOR'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    let ready;
+    const started = new Promise((r) => { ready = r; });
+    let rest = '';
+    proc.stdout.on('data', (chunk) => {
+      const text = rest + chunk.toString('latin1');
+      const all = text.split('\n');
+      rest = all.pop();
+      for (const l of all) if (l.trim() === 'OK') ready(); else lines.push(l);
+    });
+    monitors.push(proc);
+    await within(5000, started, 'redis-cli MONITOR to start');
+  }
+  return lines;
+}
+
+/** The PUBLISH (SPUBLISH on a cluster) commands among monitored lines, by channel. */
+function published(lines) {
+  return lines
+    .map((l) => l.match(/"S?PUBLISH" "([^"]+)"/i))
+    .filter(Boolean)
+    .map((m) => m[1]);
+}
+
+const counted = (lines) => lines.filter((l) => /"PUBSUB" "(SHARD)?NUMSUB"/i.test(l)).length;
+
+/** The node name Redis holds a key's tab on, and that node's Socket.IO server id. */
+async function serverOf(apiKey) {
+  const rid = createHash('sha256').update(apiKey).digest('hex').slice(0, 32);
+  const record = onRedisCluster ? `va:k:{${rid}}` : `va:k:${rid}`;
+  const node = await cli('HGET', record, 'node');
+  assert.match(node, /^[0-9a-f]{16}$/, `the key's node in Redis: ${node}`);
+  const server = await cli('GET', `va:sio:${node}`);
+  assert.ok(server.length > 0, `node ${node} wrote its Socket.IO server id`);
+  return { node, server };
+}
+
+before(async () => {
+  redis = await startRedis();
+  const env = { ...shared, RELAY_REDIS_URL: redis.url };
+  A = await startNode(nodes, env, { name: 'relay-a' });
+  B = await startNode(nodes, env, { name: 'relay-b' });
+  C = await startNode(nodes, env, { name: 'relay-c' });
+});
+after(async () => {
+  for (const m of monitors) m.kill('SIGKILL');
+  for (const n of nodes) await n.stop();
+  await redis?.stop();
+});
+
+async function tabOn(host) {
+  const minted = await host.token();
+  const tab = host.tab({ token: minted.token });
+  await tab.connected();
+  await A.waitState(minted.apiKey, 'online');
+  tab.socket.on('voice-agent:whoami', (p, meta, ack) => ack({ callId: meta.callId }));
+  return { tab, apiKey: minted.apiKey };
+}
+
+/** Calls through `via` until MONITOR shows one aimed at `server`'s own request channel. */
+async function untilAimed(via, apiKey, server, lines) {
+  const mine = `${GLOBAL}${server}#`;
+  await eventually(async () => {
+    lines.length = 0;
+    const r = await whoami(via, apiKey);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    return published(lines).includes(mine);
+  }, 'a call aimed at the holding node', 5000, 100);
+  return mine;
+}
+
+const whoami = (via, apiKey) => via.call({ apiKey, toolName: 'whoami', awaitResult: true, timeoutMs: 3000 });
+
+test('once the holding node is known, a call goes to it alone; before, to every node', async () => {
+  const { tab, apiKey } = await tabOn(B);
+  const b = await serverOf(apiKey);
+  const lines = await monitor();
+
+  // A's first call to B: A does not know B's server yet, so the call goes to every node.
+  const first = await whoami(A, apiKey);
+  assert.equal(first.status, 200, JSON.stringify(first.body));
+  assert.equal(first.body.result.callId, first.body.callId);
+  await sleep(200);
+  assert.ok(published(lines).includes(GLOBAL), `the first call is published to every node: ${published(lines)}`);
+
+  // Once A has read B's server (a lookup started by that first call), calls go to B alone.
+  const mine = await untilAimed(A, apiKey, b.server, lines);
+
+  lines.length = 0;
+  for (let i = 0; i < 5; i += 1) {
+    const r = await whoami(A, apiKey);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.result.callId, r.body.callId);
+  }
+  const fire = await A.call({ apiKey, toolName: 'note', params: { text: 'aimed' } });
+  assert.equal(fire.status, 200, JSON.stringify(fire.body));
+  await tab.next('voice-agent:note', (_, meta) => meta.callId === fire.body.callId);
+  await sleep(200);
+  const requests = published(lines).filter((c) => c.startsWith(GLOBAL));
+  // Six requests, all on B's own channel: none on the channel every node (C too) listens to,
+  // and no `PUBSUB NUMSUB` asked for them.
+  assert.deepEqual(requests, Array(6).fill(mine), JSON.stringify(requests));
+  assert.equal(counted(lines), 0, 'no node count asked for an aimed call');
+  tab.close();
+});
+
+test('a call still reaches its tab when the node of the tab wrote no server id', async () => {
+  const { tab, apiKey } = await tabOn(C);
+  const c = await serverOf(apiKey);
+  const lines = await monitor();
+  // The record is gone (C writes it again at its next heartbeat); A, which never called C,
+  // finds nothing or finds it late: its call goes to every node meanwhile.
+  await cli('DEL', `va:sio:${c.node}`);
+  lines.length = 0;
+  const r = await whoami(A, apiKey);
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.equal(r.body.result.callId, r.body.callId);
+  await sleep(200);
+  assert.ok(published(lines).includes(GLOBAL), `published to every node: ${published(lines)}`);
+  // And the record comes back with C's heartbeat, for the next calls.
+  await eventually(async () => (await cli('GET', `va:sio:${c.node}`)) === c.server, 'C to write its server id again', 5000, 100);
+  tab.close();
+});
+
+test('a call aimed at a node that is killed is delivered again once its tab re-binds on another node', async (t) => {
+  const doomed = await startNode(nodes, { ...shared, RELAY_REDIS_URL: redis.url }, { name: 'relay-doomed' });
+  const lb = await startBalancer(doomed.url);
+  try {
+    const minted = await doomed.token();
+    const socket = io(lb.url, {
+      transports: ['websocket'], auth: { token: minted.token }, forceNew: true,
+      reconnection: true, reconnectionDelay: 100, reconnectionDelayMax: 300, timeout: 3000,
+    });
+    const tab = new Tab(socket);
+    let deliveries = 0;
+    socket.on('voice-agent:whoami', (p, meta, ack) => ack({ callId: meta.callId }));
+    socket.on('voice-agent:draw_card', (params, meta, ack) => {
+      deliveries += 1;
+      // The first delivery reaches the node that dies; the second one (after the re-bind) is
+      // answered.
+      if (deliveries >= 2) ack({ ok: true, result: { callId: meta.callId } });
+    });
+    await tab.connected();
+    await A.waitState(minted.apiKey, 'online');
+    const lines = await monitor();
+    await untilAimed(A, minted.apiKey, (await serverOf(minted.apiKey)).server, lines);
+
+    const pending = A.call({ apiKey: minted.apiKey, toolName: 'draw_card', awaitResult: true, timeoutMs: 20000 });
+    await tab.next('voice-agent:draw_card');
+    lb.target = null;
+    doomed.proc.kill('SIGKILL');
+    await tab.next('disconnect');
+    await A.waitState(minted.apiKey, 'offline', 8000);
+    lb.target = C.url;
+    await tab.connected(10000);
+    await A.waitState(minted.apiKey, 'online');
+    // The key watch sees the move: the call goes to C at once, not after the adapter's request
+    // timeout (5 s) for the dead node's answer.
+    const rebound = Date.now();
+    const done = await within(15000, pending, 'the waiting call');
+    assert.equal(done.status, 200, JSON.stringify(done.body));
+    assert.equal(done.body.result.callId, done.body.callId);
+    assert.equal(deliveries, 2);
+    const after = Date.now() - rebound;
+    t.diagnostic(`answered ${after} ms after the re-bind`);
+    assert.ok(after < 2500, `delivered again ${after} ms after the re-bind`);
+    socket.close();
+  } finally {
+    await lb.close();
+  }
+});
