@@ -5,7 +5,8 @@
 // own request channel only (the third node, C, never gets it) and A no longer asks Redis how many
 // nodes listen. Before A knows it (its first call to B) and when B's record is missing, the call
 // goes to every node as before and still succeeds. A call aimed at a node that dies is delivered
-// again as soon as its tab re-binds elsewhere, as a call sent to every node is.
+// again as soon as its tab re-binds elsewhere, as a call sent to every node is. A tab replaced
+// from another node, or revoked there, is told through its own node's channel alone.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
@@ -97,7 +98,7 @@ async function tabOn(host) {
   await tab.connected();
   await A.waitState(minted.apiKey, 'online');
   tab.socket.on('voice-agent:whoami', (p, meta, ack) => ack({ callId: meta.callId }));
-  return { tab, apiKey: minted.apiKey };
+  return { tab, apiKey: minted.apiKey, token: minted.token };
 }
 
 /** Calls through `via` until MONITOR shows one aimed at `server`'s own request channel. */
@@ -211,4 +212,40 @@ test('a call aimed at a node that is killed is delivered again once its tab re-b
   } finally {
     await lb.close();
   }
+});
+
+test('a tab replaced from another node, and a key revoked there, are told on their node alone', async () => {
+  const { tab, apiKey, token } = await tabOn(B);
+  const b = await serverOf(apiKey);
+  const lines = await monitor();
+  // A learns B's server (a call starts the lookup); from then on, A aims at B.
+  const mine = await untilAimed(A, apiKey, b.server, lines);
+  // The same key's token binds a second tab on A: A dismisses B's tab through B's channel only.
+  lines.length = 0;
+  const revoked = tab.next('voice-agent:revoked');
+  const replacement = A.tab({ token });
+  replacement.socket.on('voice-agent:whoami', (p, meta, ack) => ack({ callId: meta.callId }));
+  await replacement.connected();
+  const told = await within(5000, revoked, 'the replaced tab to be told');
+  assert.equal(told[0].reason, 'replaced');
+  await tab.next('disconnect');
+  await sleep(200);
+  let requests = published(lines).filter((c) => c.startsWith(GLOBAL));
+  assert.ok(requests.length >= 2 && requests.every((c) => c === mine), `dismissed through B's channel only: ${JSON.stringify(requests)}`);
+  // Revoked on B while its tab is on A: B learns A's server from Redis, then tells A alone.
+  const a = await serverOf(apiKey);
+  await eventually(async () => {
+    lines.length = 0;
+    const r = await whoami(B, apiKey);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    return published(lines).includes(`${GLOBAL}${a.server}#`);
+  }, 'B to aim at A', 5000, 100);
+  lines.length = 0;
+  const gone = replacement.next('voice-agent:revoked');
+  assert.equal((await B.revoke(apiKey)).status, 200);
+  assert.equal((await within(5000, gone, 'the revoked tab to be told'))[0].reason, 'revoked');
+  await sleep(200);
+  requests = published(lines).filter((c) => c.startsWith(GLOBAL));
+  assert.ok(requests.length >= 2 && requests.every((c) => c === `${GLOBAL}${a.server}#`), `revoked through A's channel only: ${JSON.stringify(requests)}`);
+  replacement.close();
 });

@@ -118,6 +118,12 @@ impl App {
         })
     }
 
+    /// The Socket.IO server of relay node `node`, when known: emits for its tabs go there only
+    /// ([`crate::targeted`]).
+    pub fn server_of(&self, node: &str) -> Option<socketioxide_core::Uid> {
+        self.cluster.as_ref().and_then(|c| c.server_of(node))
+    }
+
     /// Connects to Redis when `RELAY_REDIS_URL` is set.
     pub async fn connect_cluster(config: &Config) -> anyhow::Result<Option<Arc<Cluster>>> {
         let Some(url) = &config.redis_url else {

@@ -325,10 +325,10 @@ async fn bind(app: &App, s: &TabSocket, key: &str, proof: Proof) -> Result<(), E
         .bind(key, proof, s)
         .await
         .map_err(|_| unavailable())?;
-    if outcome.replaced_elsewhere {
+    if let Some(node) = &outcome.replaced_on {
         tracing::info!(key = %Fp(key), "tab on another node replaced");
         if let Some(io) = app.io.get() {
-            io.dismiss_in_room(room(key), key, RevokeReason::Replaced)
+            io.dismiss_in_room(room(key), app.server_of(node), key, RevokeReason::Replaced)
                 .await;
         }
     }

@@ -201,11 +201,14 @@ pub(crate) async fn revoke(app: &App, api_key: &str) -> Result<bool, ApiError> {
     if let Some(old) = revocation.local {
         delivery::dismiss(old);
     }
-    if revocation.remote
-        && let Some(io) = app.io.get()
-    {
-        io.dismiss_in_room(room(api_key), api_key, RevokeReason::Revoked)
-            .await;
+    if let (Some(node), Some(io)) = (&revocation.remote, app.io.get()) {
+        io.dismiss_in_room(
+            room(api_key),
+            app.server_of(node),
+            api_key,
+            RevokeReason::Revoked,
+        )
+        .await;
     }
     Ok(tab_notified)
 }

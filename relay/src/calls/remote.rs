@@ -32,7 +32,7 @@ pub(super) async fn deliver(
     let key_fp = Fp(&call.api_key);
     // The Socket.IO server of the node Redis names: the emit goes there alone. Not known yet
     // (looked up meanwhile), the emit goes to every node, as it would without it.
-    let server = app.cluster.as_ref().and_then(|c| c.server_of(&target.node));
+    let server = app.server_of(&target.node);
 
     if !call.await_result {
         io.emit_to_room(&room, server, &d.event, &d.args())

@@ -5,7 +5,8 @@
 //! that node's Socket.IO server is known ([`crate::targeted`]), else on every node. Nothing else
 //! in the relay asks which adapter runs: a room delivery on one node finds no other node and says
 //! so. Dismissing a tab that lost its key (replaced, revoked) is a delivery too: [`dismiss`]
-//! here, [`Io::dismiss_in_room`] on another node (to every node: the old socket may be anywhere).
+//! here, [`Io::dismiss_in_room`] on another node (the node Redis recorded as holding the old
+//! socket, once its server is known; else every node).
 
 use std::time::Duration;
 
@@ -141,18 +142,28 @@ impl Io {
         });
     }
 
-    /// Tells the socket in `room` on another node that it lost its key, then closes it. Both
-    /// go through the adapter on one connection, so the remote node sees them in that order.
+    /// Tells the socket in `room` on another node (on `server`, the node Redis recorded, or on
+    /// every node when its server is not known) that it lost its key, then closes it. Both go
+    /// through the adapter on one connection, so the remote node sees them in that order.
     /// `key` only names the key in the log.
-    pub async fn dismiss_in_room(&self, room: String, key: &str, reason: RevokeReason) {
+    pub async fn dismiss_in_room(
+        &self,
+        room: String,
+        server: Option<Uid>,
+        key: &str,
+        reason: RevokeReason,
+    ) {
         let Io::Cluster(io) = self else {
             return;
         };
-        let sent = io
-            .to(room.clone())
-            .emit(events::REVOKED, &RevokedEvent { reason })
-            .await;
-        let closed = io.to(room).disconnect().await;
+        let (sent, closed) = to_server(server, async {
+            let sent = io
+                .to(room.clone())
+                .emit(events::REVOKED, &RevokedEvent { reason })
+                .await;
+            (sent, io.to(room).disconnect().await)
+        })
+        .await;
         if sent.is_err() || closed.is_err() {
             tracing::warn!(key = %Fp(key), "could not reach the node holding the old tab");
         }

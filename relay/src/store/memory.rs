@@ -74,7 +74,7 @@ impl KeyStore for MemoryStore {
     async fn revoke(&self, key: &str) -> Result<Option<Revocation>, StoreError> {
         Ok(self.keys.revoke(key).map(|local| Revocation {
             local,
-            remote: false,
+            remote: None,
         }))
     }
 
@@ -90,7 +90,7 @@ impl KeyStore for MemoryStore {
         };
         Ok(BindOutcome {
             bound,
-            replaced_elsewhere: false,
+            replaced_on: None,
             mode,
         })
     }

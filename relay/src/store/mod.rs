@@ -42,14 +42,14 @@ use lifecycle::BindError;
 pub struct Revocation {
     /// The socket of this node that held the key, to be told and closed.
     pub local: Option<Displaced>,
-    /// Whether the key was online on another node (its socket is told through the adapter).
-    pub remote: bool,
+    /// The other node the key was online on, if any (its socket is told through the adapter).
+    pub remote: Option<String>,
 }
 
 impl Revocation {
     /// Whether some tab held the key when it was revoked.
     pub fn tab_notified(&self) -> bool {
-        self.local.is_some() || self.remote
+        self.local.is_some() || self.remote.is_some()
     }
 }
 
@@ -65,7 +65,9 @@ pub enum Bound {
 /// told through the adapter, whatever this node's record then said).
 pub struct BindOutcome {
     pub bound: Result<Bound, BindError>,
-    pub replaced_elsewhere: bool,
+    /// The other node whose socket held the key until this bind, if any (told through the
+    /// adapter that it lost the key).
+    pub replaced_on: Option<String>,
     /// The key's session mode, which the newly bound tab is told.
     pub mode: Option<Box<str>>,
 }

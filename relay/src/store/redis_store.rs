@@ -102,9 +102,7 @@ impl KeyStore for RedisStore {
             cluster::Revoked::Done { online_on } => {
                 // The local record follows Redis (a tombstone here too).
                 let local = self.local.revoke(key).flatten();
-                let remote = online_on
-                    .as_deref()
-                    .is_some_and(|n| n != self.cluster.node());
+                let remote = online_on.filter(|n| n != self.cluster.node());
                 Ok(Some(Revocation { local, remote }))
             }
         }
@@ -129,14 +127,14 @@ impl KeyStore for RedisStore {
             Err(refused) => {
                 return Ok(BindOutcome {
                     bound: Err(refused),
-                    replaced_elsewhere: false,
+                    replaced_on: None,
                     mode: None,
                 });
             }
             Ok(cluster::Bound::Same) => {
                 return Ok(BindOutcome {
                     bound: Ok(Bound::Same),
-                    replaced_elsewhere: false,
+                    replaced_on: None,
                     mode: None,
                 });
             }
@@ -146,7 +144,9 @@ impl KeyStore for RedisStore {
                 mode,
             }) => (exp_unix, replaced, mode),
         };
-        let replaced_elsewhere = replaced.is_some_and(|(node, _)| node != self.cluster.node());
+        let replaced_on = replaced
+            .map(|(node, _)| node)
+            .filter(|node| node != self.cluster.node());
         // Redis accepted the bind: the local record follows it.
         let bound = match self.local.bind(key, Proof::Token { exp: exp_unix }, socket) {
             Ok(displaced) => Ok(Bound::Bound { displaced }),
@@ -159,7 +159,7 @@ impl KeyStore for RedisStore {
         };
         Ok(BindOutcome {
             bound,
-            replaced_elsewhere,
+            replaced_on,
             mode: mode.map(Into::into),
         })
     }

@@ -38,7 +38,7 @@ async fn bind(
     socket: &TabSocket,
 ) -> Result<Bound, BindError> {
     let outcome = store.bind(key, proof, socket).await.expect("store answers");
-    assert!(!outcome.replaced_elsewhere, "one node: nothing elsewhere");
+    assert!(outcome.replaced_on.is_none(), "one node: nothing elsewhere");
     outcome.bound
 }
 
