@@ -54,7 +54,11 @@ export function relayEnv(port, redisPort) {
     RELAY_ADDR: `127.0.0.1:${port}`, RELAY_REDIS_URL: `redis://127.0.0.1:${redisPort}`,
     LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'bench-livekit-secret-0123456789ab',
     RELAY_AGENT_SECRET: SECRET, RELAY_TOKEN_MODE: 'open', RELAY_TOKEN_RATE_PER_MIN: '100000000',
-    RELAY_AGENT_RATE_PER_SEC: '100000000', RUST_LOG: 'warn',
+    RELAY_AGENT_RATE_PER_SEC: '100000000', RUST_LOG: process.env.BENCH_RUST_LOG ?? 'warn',
+    // Tuning to compare, e.g. `BENCH_RELAY_BIND_CONCURRENCY=8` sets RELAY_BIND_CONCURRENCY.
+    ...Object.fromEntries(Object.entries(process.env)
+      .filter(([k]) => k.startsWith('BENCH_RELAY_'))
+      .map(([k, v]) => [k.slice('BENCH_'.length), v])),
   };
 }
 

@@ -31,6 +31,9 @@ pub struct CallPlan {
     pub timeout_ms: u64,
     /// Calls in flight at most (each holds a connection); a call due beyond it is skipped.
     pub max_in_flight: usize,
+    /// When the lost-node scenario kills a node, from the start of the calls: calls sent after
+    /// it count as `others` even if this generator lost no tab (it holds none of that node's).
+    pub storm_after: Option<Duration>,
 }
 
 struct Group {
@@ -67,9 +70,9 @@ pub struct CallsReport {
     pub duration_s: f64,
     pub sent: u64,
     pub skipped: u64,
-    /// Before any tab of this generator was lost.
+    /// Before any tab of this generator was lost (and before the node kill, when told of it).
     pub quiet: GroupReport,
-    /// After the first loss, to tabs never lost.
+    /// After the first loss (or the node kill), to tabs never lost.
     pub others: GroupReport,
     /// To a lost tab before it was bound again: in flight when it was lost, or sent while away.
     pub caught: GroupReport,
@@ -166,7 +169,10 @@ pub async fn run(plan: CallPlan, roam: Arc<Roam>, seq: Arc<AtomicU64>) -> CallsR
         );
         let (groups, pools, auth, roam) =
             (groups.clone(), pools.clone(), auth.clone(), roam.clone());
-        let storm = roam.first_drop.load(Ordering::SeqCst) > 0;
+        let storm = roam.first_drop.load(Ordering::SeqCst) > 0
+            || plan
+                .storm_after
+                .is_some_and(|after| started.elapsed() >= after);
         let flag = |v: &Vec<std::sync::atomic::AtomicBool>| {
             v.get(tab).is_some_and(|m| m.load(Ordering::SeqCst))
         };

@@ -168,7 +168,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                         "over_1s": took.iter().filter(|&&t| t > 1000).count()},
                 }));
             }
-            ["calls", secs, rate] => {
+            ["calls", secs, rate, rest @ ..] => {
+                // `calls <secs> <rate> [<storm after secs>]`
                 if keys.is_empty() {
                     bail!("calls before any tab bound");
                 }
@@ -181,6 +182,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                         duration: Duration::from_secs_f64(secs.parse()?),
                         timeout_ms: args.call_timeout_ms,
                         max_in_flight: args.max_in_flight,
+                        storm_after: match rest {
+                            [after] => Some(Duration::from_secs_f64(after.parse()?)),
+                            _ => None,
+                        },
                     },
                     roam.clone(),
                     seq.clone(),
