@@ -3,7 +3,9 @@
 
 use relay_wire::RevokeReason;
 
-use super::{Cluster, EVENTS, NODE_KEYS_PREFIX, NODE_STALE, NODES, ONLINE_EXTRA, StoreError, ms};
+use super::{
+    Cluster, EVENTS, Lane, NODE_KEYS_PREFIX, NODE_STALE, NODES, ONLINE_EXTRA, StoreError, ms,
+};
 use crate::tokens::unix_now_ms;
 
 impl Cluster {
@@ -12,7 +14,9 @@ impl Cluster {
     pub async fn heartbeat(&self) -> Result<bool, StoreError> {
         let mut inv = self.scripts.heartbeat.key(NODES);
         inv.arg(&self.node);
-        let created: i64 = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let created: i64 = self
+            .op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
+            .await?;
         Ok(created == 1)
     }
 
@@ -27,7 +31,8 @@ impl Cluster {
             .arg(ms(self.settings.grace))
             .arg(NODE_KEYS_PREFIX)
             .arg(unix_now_ms());
-        self.op(inv.invoke_async(&mut self.conn())).await
+        self.op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
+            .await
     }
 
     /// Writes a live local binding back into Redis. Returns why the binding cannot stand, if
@@ -49,16 +54,20 @@ impl Cluster {
                 .arg(exp)
                 .arg(ttl)
                 .arg(EVENTS);
-            let reply: String = self.op(inv.invoke_async(&mut self.conn())).await?;
+            let reply: String = self
+                .op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
+                .await?;
             if reply == "kept" || reply == "restored" {
-                self.node_set(true, &self.node, &self.key_name(rid)).await?;
+                self.node_set(Lane::Membership, true, &self.node, &self.key_name(rid))
+                    .await?;
             }
             reply
         } else {
             let mut inv = self.scripts.reassert.key(self.key_name(rid));
             inv.key(self.node_keys(&self.node)).key(EVENTS);
             inv.arg(now).arg(&self.node).arg(sid).arg(exp).arg(ttl);
-            self.op(inv.invoke_async(&mut self.conn())).await?
+            self.op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
+                .await?
         };
         Ok(match reply.as_str() {
             "revoked" => Some(RevokeReason::Revoked),
@@ -92,7 +101,7 @@ impl Cluster {
                 .arg(NODES)
                 .arg(&self.node)
                 .arg(0)
-                .query_async::<i64>(&mut self.conn()))
+                .query_async::<i64>(&mut self.conn_for(Lane::Membership)))
             .await;
         if marked.is_ok() {
             let _ = self.reap().await;
