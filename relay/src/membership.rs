@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::app::App;
 use crate::delivery;
 use crate::store::keys::Displaced;
-use crate::store::redis::{Cluster, HEARTBEAT, StoreError, rid};
+use crate::store::redis::{Cluster, HEARTBEAT, NODE_STALE, StoreError, rid};
 
 /// The node's background duty while it runs: heartbeat, reap lost nodes, and write the live
 /// bindings back whenever this node finds its own entry gone.
@@ -19,6 +19,13 @@ pub async fn maintain(app: Arc<App>, cluster: Arc<Cluster>) {
     // lost: so after any failed heartbeat the bindings are written back once Redis answers
     // again, whatever the next heartbeat says (writing back a binding that stood is a no-op).
     let mut unsure = false;
+    // No other node is reaped before this instant. After this node could not heartbeat (Redis
+    // away, or a failover: the new primary holds every node's heartbeat as of the moment the old
+    // one stopped replicating), the others could not either; they get `NODE_STALE` on the
+    // server this node now reaches to heartbeat there, rather than be reaped the moment this
+    // node comes back first (their keys would go offline until they write them back).
+    let mut reap_from = tokio::time::Instant::now();
+    let mut away = false;
     loop {
         tick.tick().await;
         cluster.ping_listener().await;
@@ -27,9 +34,14 @@ pub async fn maintain(app: Arc<App>, cluster: Arc<Cluster>) {
         // on it to its replica (a no-op on one server).
         cluster.resubscribe().await;
         // Moved to a new primary (sentinels): it may lack what the old one took last.
-        unsure |= cluster.take_moved();
+        let moved = cluster.take_moved();
+        unsure |= moved;
+        away |= moved;
         match cluster.heartbeat().await {
             Ok(missing) => {
+                if std::mem::take(&mut away) {
+                    reap_from = tokio::time::Instant::now() + NODE_STALE;
+                }
                 if (missing || unsure) && !first {
                     if missing {
                         tracing::warn!(
@@ -48,8 +60,12 @@ pub async fn maintain(app: Arc<App>, cluster: Arc<Cluster>) {
             }
             Err(StoreError) => {
                 unsure = true;
+                away = true;
                 continue;
             }
+        }
+        if tokio::time::Instant::now() < reap_from {
+            continue;
         }
         match cluster.reap().await {
             Ok(0) | Err(_) => {}
