@@ -164,6 +164,7 @@ pub const NODE_SUSPECT: Duration = Duration::from_millis(2500);
 
 mod conn;
 mod follow;
+mod forms;
 mod keys;
 mod link;
 mod nodes;
