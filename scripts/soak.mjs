@@ -54,6 +54,22 @@ mkdirSync(reportDir, { recursive: true });
 
 const pick = (xs) => xs[Math.floor(Math.random() * xs.length)];
 const fp = (key) => createHash('sha256').update(key).digest('hex').slice(0, 8);
+/** Times this process stood still for a second or more (a 100 ms timer that fired that late). */
+const stalls = {
+  seen: [],
+  start() {
+    this.seen = [];
+    let last = Date.now();
+    this.timer = setInterval(() => {
+      const now = Date.now();
+      if (now - last >= 1100) this.seen.push({ from: last, to: now });
+      last = now;
+    }, 100);
+  },
+  stop() { clearInterval(this.timer); },
+  /** Whether a stall overlapped [from, to]. */
+  during(from, to) { return this.seen.some((x) => x.from <= to && x.to >= from); },
+};
 /** A tab's recent steps (time, what, node), for the report of a step that went wrong. */
 const note = (slot, what, node) => { slot.history.push([Date.now(), what, node?.name ?? '']); if (slot.history.length > 12) slot.history.shift(); };
 const rssKb = (pid) => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]);
@@ -282,6 +298,9 @@ async function run(mode) {
       const churned = () => slot.churnAt.some((t) => t >= at - 2000 && t <= Date.now() + 2000) || slot.busy;
       if (!expected[outcome].includes(r.status)) {
         if (r.status === 504 && awaited && churned()) stats.timedOutInChurn = (stats.timedOutInChurn ?? 0) + 1;
+        // The tabs answer from this process: when it (or the whole machine) stood still for a
+        // second or more, a call's timeout may pass for that alone.
+        else if (r.status === 504 && stalls.during(at, Date.now())) stats.timedOutInStall = (stats.timedOutInStall ?? 0) + 1;
         else stats.unexpected.push(`${outcome} → ${r.status} ${r.text.slice(0, 120)}`);
       }
       if (outcome === 'ok' && r.status === 200 && (r.body.result?.seq !== n || r.body.result?.key !== apiKey)) stats.misrouted++;
@@ -291,6 +310,12 @@ async function run(mode) {
         stats.retries++;
         const again = await api(pick(nodes).url, '/api/voice-agent/tool-call', { method: 'POST', headers, body }).catch((e) => ({ status: 0, text: e.message }));
         if (again.status === 503 && failover?.near(at)) continue;
+        if ((again.status !== r.status || again.text !== r.text) && failover?.near(at)) {
+          // The first call's outcome went to the old primary in its last moment (see
+          // startFailovers): the retry ran the call again. Counted apart, as duplicates are.
+          failover.ranAgain.push({ at, first: r.status, again: again.status });
+          continue;
+        }
         if (again.status !== r.status || again.text !== r.text) {
           stats.retryMismatch++;
           stats.unexpected.push(`retry of ${outcome}: ${r.status} then ${again.status} ${String(again.text).slice(0, 160)}`);
@@ -305,6 +330,7 @@ async function run(mode) {
   const rss = [];
   const started = Date.now();
   const sampler = setInterval(() => rss.push({ t: Date.now() - started, kb: rssKb(pid) }), 1000);
+  stalls.start();
   const tasks = [churn(), ...Array.from({ length: agentCount }, agent)];
   if (failover) tasks.push(failover.loop(() => stopping));
   let afterWarmup;
@@ -315,6 +341,7 @@ async function run(mode) {
   stopping = true;
   await Promise.all(tasks);
   clearInterval(sampler);
+  stalls.stop();
   await sleep(500);
 
   // ---- bookkeeping ----
@@ -363,7 +390,7 @@ async function run(mode) {
 
   const drift = (atEnd - afterWarmup) / afterWarmup;
   const report = {
-    ...stats, minutes, tabs: tabCount, agents: agentCount,
+    ...stats, minutes, tabs: tabCount, agents: agentCount, stalls: stalls.seen,
     rssKb: { start: rss[0]?.kb, afterWarmup, end: atEnd, driftPct: Number((drift * 100).toFixed(2)), curve: rss.filter((_, i) => i % 5 === 0) },
     finalMaps: final,
   };
@@ -373,6 +400,7 @@ async function run(mode) {
   console.log(`  misrouted ${stats.misrouted}, lost ${stats.lost}, duplicated ${stats.duplicated}, unexpected answers ${stats.unexpected.length}, answered calls timed out while their tab was churned ${stats.timedOutInChurn ?? 0}, answered calls delivered again after their tab dropped before the answer arrived ${stats.redeliveredAfterDrop ?? 0}`);
   console.log(`  RSS: ${report.rssKb.start} KB at start, ${afterWarmup} KB after warm-up (${(WARMUP_MS / 1000).toFixed(0)} s; idempotency window ${IDEM_WINDOW_S} s), ${atEnd} KB at the end (${report.rssKb.driftPct}%)`);
   console.log(`  maps after the grace: ${JSON.stringify(final)} (revoked tombstones allowed: ${revoked})`);
+  if (stalls.seen.length) console.log(`  this process stood still ${stalls.seen.length} times for 1 s or more (${JSON.stringify(stalls.seen.map((x) => x.to - x.from))} ms); awaited calls timed out then: ${stats.timedOutInStall ?? 0}`);
   if (stats.failovers) console.log(`  failovers: ${JSON.stringify(stats.failovers)}`);
   for (const u of stats.unexpected.slice(0, 10)) console.log(`  unexpected: ${u}`);
   for (const d of (stats.dupDetails ?? []).slice(0, 10)) console.log(`  duplicated: ${d}`);
@@ -402,6 +430,7 @@ async function startFailovers() {
     redis: { url: set.url },
     churnFailed: 0,
     lost: 0,
+    ranAgain: [],
     duplicates: [],
     near,
     sawDuplicate(list) {
@@ -436,7 +465,7 @@ async function startFailovers() {
         for (const x of e.failed) byStatus[`${x.status} ${x.code}`] = (byStatus[`${x.status} ${x.code}`] ?? 0) + 1;
         const span = e.failed.length ? Math.max(...e.failed.map((x) => x.done)) - Math.min(...e.failed.map((x) => x.at)) : 0;
         return { kind: e.kind, sentinelsMs: (e.named ?? NaN) - e.began, failedCalls: e.failed.length, byStatus, callsFailedForMs: span };
-      }).concat([{ churnActionsFailed: f.churnFailed, firedLost: f.lost, duplicated: f.duplicates.length, duplicates: f.duplicates.slice(0, 5) }]);
+      }).concat([{ churnActionsFailed: f.churnFailed, firedLost: f.lost, duplicated: f.duplicates.length, duplicates: f.duplicates.slice(0, 5), retriesRanAgain: f.ranAgain.length }]);
     },
   };
   return f;
