@@ -29,6 +29,11 @@ pub async fn maintain(app: Arc<App>, cluster: Arc<Cluster>) {
     loop {
         tick.tick().await;
         cluster.ping_listener().await;
+        // Detached: a lane busy with a storm of binds must not delay the heartbeat.
+        tokio::spawn({
+            let cluster = cluster.clone();
+            async move { cluster.ping_lanes().await }
+        });
         // On a Redis Cluster, every channel is subscribed again each beat: after a primary died,
         // the redis crate's connection does not always move the sharded subscriptions that were
         // on it to its replica (a no-op on one server).

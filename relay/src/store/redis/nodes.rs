@@ -76,6 +76,22 @@ impl Cluster {
         })
     }
 
+    /// Pings the tabs' and the calls' lanes, answers ignored. A lane's connection reconnects
+    /// when a command on it fails: after Redis was away, a lane idle since would fail the first
+    /// command that comes, though the heartbeat (and `/readyz`) says Redis answers. Pinged each
+    /// heartbeat, every lane is back within one of Redis.
+    pub async fn ping_lanes(&self) {
+        let ping = |lane: Lane| async move {
+            let mut conn = self.conn_for(lane);
+            let _ = tokio::time::timeout(
+                super::OP_TIMEOUT,
+                redis::cmd("PING").query_async::<redis::Value>(&mut conn),
+            )
+            .await;
+        };
+        tokio::join!(ping(Lane::Tabs), ping(Lane::Calls));
+    }
+
     /// On a Redis Cluster, subscribes the pub/sub channels again (see
     /// [`crate::pubsub::PubSub::resubscribe`]); true when done (always on one server, whose
     /// connection re-subscribes by itself).
