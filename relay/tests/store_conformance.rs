@@ -305,15 +305,14 @@ async fn connect(port: u16) -> Arc<Cluster> {
     connect_to(&format!("redis://127.0.0.1:{port}"), None).await
 }
 
-/// Connects to `url` (trusting `ca` for TLS), waiting for the server to start. The node
-/// heartbeats while it lives, as a relay's membership duty does: a node silent for
-/// `NODE_SUSPECT` has its tabs taken for gone.
+/// Connects to `url` (trusting `ca` for TLS), waiting for the server to start; the node
+/// heartbeats while it lives ([`lanes::heartbeat`]).
 async fn connect_to(url: &str, ca: Option<Vec<u8>>) -> Arc<Cluster> {
     let mut last = None;
     for _ in 0..50 {
         match Cluster::connect_trusting(url, ca.clone(), settings()).await {
             Ok(cluster) => {
-                tokio::spawn(heartbeat(Arc::downgrade(&cluster)));
+                tokio::spawn(lanes::heartbeat(Arc::downgrade(&cluster)));
                 return cluster;
             }
             Err(e) => last = Some(e),
@@ -321,17 +320,6 @@ async fn connect_to(url: &str, ca: Option<Vec<u8>>) -> Arc<Cluster> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("redis-server did not start: {last:?}");
-}
-
-async fn heartbeat(cluster: std::sync::Weak<Cluster>) {
-    let mut tick = tokio::time::interval(relay::store::redis::HEARTBEAT);
-    loop {
-        tick.tick().await;
-        let Some(cluster) = cluster.upgrade() else {
-            return;
-        };
-        let _ = cluster.heartbeat().await;
-    }
 }
 
 #[tokio::test]

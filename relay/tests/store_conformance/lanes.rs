@@ -84,3 +84,16 @@ pub async fn a_bind_storm_delays_neither_heartbeat_nor_lookup(cluster: &Arc<Clus
         );
     }
 }
+
+/// Heartbeats while the node lives, as a relay's membership duty does: a node silent for
+/// `NODE_SUSPECT` has its tabs taken for gone.
+pub async fn heartbeat(cluster: std::sync::Weak<Cluster>) {
+    let mut tick = tokio::time::interval(relay::store::redis::HEARTBEAT);
+    loop {
+        tick.tick().await;
+        let Some(cluster) = cluster.upgrade() else {
+            return;
+        };
+        let _ = cluster.heartbeat().await;
+    }
+}

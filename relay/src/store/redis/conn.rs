@@ -4,9 +4,13 @@
 //! through failovers and slot moves by itself), and the node's three such handles, one per
 //! [`Lane`].
 
-use redis::aio::{ConnectionLike, ConnectionManager};
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+use super::OP_TIMEOUT;
 
 #[derive(Clone)]
 pub enum Conn {
@@ -91,4 +95,30 @@ impl Lanes {
     pub fn is_cluster(&self) -> bool {
         matches!(self.membership, Conn::Cluster(_))
     }
+}
+
+/// The three lanes to one server, each a reconnecting connection.
+pub async fn single_lanes(client: &redis::Client) -> redis::RedisResult<Lanes> {
+    Lanes::open(|| async {
+        let conn = ConnectionManager::new_with_config(client.clone(), manager_config()).await?;
+        Ok(Conn::Single(conn))
+    })
+    .await
+}
+
+/// A reconnecting connection's bounds: connecting and each answer within [`OP_TIMEOUT`].
+pub fn manager_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(OP_TIMEOUT))
+        .set_response_timeout(Some(OP_TIMEOUT))
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_millis(500))
+        .set_number_of_retries(2)
+}
+
+/// The same bounds for a cluster connection.
+pub fn cluster_config() -> redis::cluster::ClusterConfig {
+    redis::cluster::ClusterConfig::new()
+        .set_connection_timeout(OP_TIMEOUT)
+        .set_response_timeout(OP_TIMEOUT)
 }

@@ -37,9 +37,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use dashmap::DashMap;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use conn::{Conn, Lane, Lanes};
+use conn::{Conn, Lane, Lanes, cluster_config, manager_config, single_lanes};
 use sha2::{Digest, Sha256};
 
 use crate::pubsub::PubSub;
@@ -218,15 +217,6 @@ pub struct Cluster {
 
 fn ms(d: Duration) -> u64 {
     d.as_millis() as u64
-}
-
-fn manager_config() -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(OP_TIMEOUT))
-        .set_response_timeout(Some(OP_TIMEOUT))
-        .set_min_delay(Duration::from_millis(50))
-        .set_max_delay(Duration::from_millis(500))
-        .set_number_of_retries(2)
 }
 
 impl Cluster {
@@ -470,21 +460,6 @@ impl Cluster {
     fn node_keys(&self, node: &str) -> String {
         self.tagged(NODE_KEYS_PREFIX, node)
     }
-}
-
-/// The three lanes to one server, each a reconnecting connection.
-async fn single_lanes(client: &redis::Client) -> redis::RedisResult<Lanes> {
-    Lanes::open(|| async {
-        let conn = ConnectionManager::new_with_config(client.clone(), manager_config()).await?;
-        Ok(Conn::Single(conn))
-    })
-    .await
-}
-
-fn cluster_config() -> redis::cluster::ClusterConfig {
-    redis::cluster::ClusterConfig::new()
-        .set_connection_timeout(OP_TIMEOUT)
-        .set_response_timeout(OP_TIMEOUT)
 }
 
 #[cfg(test)]
