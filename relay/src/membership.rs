@@ -81,13 +81,26 @@ pub async fn maintain(app: Arc<App>, cluster: Arc<Cluster>) {
 
 /// Writes every live local binding back; false when Redis failed before all were written.
 async fn reassert_all(app: &App, cluster: &Cluster) -> bool {
-    for (key, binding, exp) in app.keys.bound() {
-        let sid = binding.sid().to_string();
-        let reason = match cluster.reassert(&rid(&key), &sid, exp).await {
-            Ok(None) => continue,
-            Ok(Some(reason)) => reason,
-            Err(StoreError) => return false,
+    for (key, mut binding, exp) in app.keys.bound() {
+        let reason = loop {
+            let sid = binding.sid().to_string();
+            // Written back, a binding replaces one of this node's older sockets in Redis: one
+            // that a bind on this node replaced meanwhile is not written, and if such a bind
+            // came while it was, the newer socket is written back after it.
+            let held = |b: &crate::store::keys::Binding| b.sid().to_string() == sid;
+            if !app.keys.local_binding(&key).is_some_and(|(b, _)| held(&b)) {
+                break None;
+            }
+            match cluster.reassert(&rid(&key), &sid, exp).await {
+                Ok(None) => match app.keys.local_binding(&key) {
+                    Some((newer, _)) if !held(&newer) => binding = newer,
+                    _ => break None,
+                },
+                Ok(Some(reason)) => break Some(reason),
+                Err(StoreError) => return false,
+            }
         };
+        let Some(reason) = reason else { continue };
         tracing::info!(key = %relay_wire::Fp(&key), "binding lost while Redis was away; tab dismissed");
         app.keys.release(&key, binding.sid());
         delivery::dismiss(Displaced {
