@@ -253,7 +253,8 @@ async function run(mode) {
         }
         slot.churnAt.push(Date.now());
       } catch (e) {
-        if (failover?.near(slot.churnAt.at(-1))) failover.churnFailed++;
+        // A step fails in a failover when it began or failed in one (a step waits up to 5 s).
+        if (failover?.near(slot.churnAt.at(-1)) || failover?.near(Date.now())) failover.churnFailed++;
         else stats.unexpected.push(story(slot, `churn: ${e.message}`));
       } finally {
         slot.busy = false;
