@@ -91,7 +91,10 @@ async fn reassert_all(app: &App, cluster: &Cluster) -> bool {
             if !app.keys.local_binding(&key).is_some_and(|(b, _)| held(&b)) {
                 break None;
             }
-            match cluster.reassert(&rid(&key), &sid, exp).await {
+            match cluster
+                .reassert(&rid(&key), &sid, exp, binding.bound_ms)
+                .await
+            {
                 Ok(None) => match app.keys.local_binding(&key) {
                     Some((newer, _)) if !held(&newer) => binding = newer,
                     _ => break None,

@@ -109,18 +109,22 @@ if h[1] == 'online' then
 end
 return {'revoked'}";
 
-/// A live binding written back. Online on another node is that node's tab; online on this node
-/// with another socket is one this node no longer holds (it holds one socket a key, the one
-/// written back): a failover lost the release and the re-bind that came after it, and the
-/// binding is restored. KEYS: key, then on one server this node's key set and the events
-/// channel. ARGV: now, node, sid, exp ms, ttl ms, then on a cluster the events channel.
+/// A live binding written back. Online on another node since this binding was made is that
+/// node's tab, which replaced this one; online with any other socket bound before (another
+/// node's, or one this node no longer holds: it holds one socket a key) is what a failover left
+/// when it lost the bind of this binding and the release before it, and the binding is restored.
+/// A restored binding is online since it was bound. KEYS: key, then on one server this node's
+/// key set and the events channel. ARGV: now, node, sid, exp ms, ttl ms, bound ms (this node's
+/// clock), then on a cluster the events channel.
 pub(super) const REASSERT: &str = r"
-local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
+local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'since')
 if h[1] == 'revoked' then return 'revoked' end
-if h[1] == 'online' and h[2] ~= ARGV[2] then return 'elsewhere' end
+if h[1] == 'online' and h[2] ~= ARGV[2] and tonumber(h[4] or '0') >= tonumber(ARGV[6]) then
+  return 'elsewhere'
+end
 redis.call('SADD', KEYS[2], KEYS[1]) --one
 if h[1] == 'online' and h[3] == ARGV[3] then return 'kept' end
-redis.call('HSET', KEYS[1], 'st', 'online', 'node', ARGV[2], 'sid', ARGV[3], 'since', ARGV[1], 'eb', '1', 'exp', ARGV[4])
+redis.call('HSET', KEYS[1], 'st', 'online', 'node', ARGV[2], 'sid', ARGV[3], 'since', ARGV[6], 'eb', '1', 'exp', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PUBLISH', $EVENTS, KEYS[1])
 return 'restored'";

@@ -35,13 +35,14 @@ impl Cluster {
             .await
     }
 
-    /// Writes a live local binding back into Redis. Returns why the binding cannot stand, if
-    /// Redis had the key revoked or bound to another socket meanwhile.
+    /// Writes a live local binding back into Redis, made at `bound_ms` (Unix ms). Returns why
+    /// the binding cannot stand, if Redis had the key revoked, or bound on another node since.
     pub async fn reassert(
         &self,
         rid: &str,
         sid: &str,
         token_exp_unix: u64,
+        bound_ms: u64,
     ) -> Result<Option<RevokeReason>, StoreError> {
         let now = unix_now_ms();
         let exp = token_exp_unix * 1000;
@@ -53,6 +54,7 @@ impl Cluster {
                 .arg(sid)
                 .arg(exp)
                 .arg(ttl)
+                .arg(bound_ms)
                 .arg(EVENTS);
             let reply: String = self
                 .op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
@@ -65,7 +67,12 @@ impl Cluster {
         } else {
             let mut inv = self.scripts.reassert.key(self.key_name(rid));
             inv.key(self.node_keys(&self.node)).key(EVENTS);
-            inv.arg(now).arg(&self.node).arg(sid).arg(exp).arg(ttl);
+            inv.arg(now)
+                .arg(&self.node)
+                .arg(sid)
+                .arg(exp)
+                .arg(ttl)
+                .arg(bound_ms);
             self.op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
                 .await?
         };

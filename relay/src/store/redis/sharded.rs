@@ -47,7 +47,7 @@ impl ShardedScripts {
             bind: forms::script("", forms::BIND, true, "ARGV[7]"),
             release: forms::script(OFFLINE_LUA, forms::RELEASE, true, "ARGV[5]"),
             revoke: forms::script("", forms::REVOKE, true, "ARGV[2]"),
-            reassert: forms::script("", forms::REASSERT, true, "ARGV[6]"),
+            reassert: forms::script("", forms::REASSERT, true, "ARGV[7]"),
             declare: forms::script("", forms::DECLARE, true, "ARGV[5]"),
             // Where the key's tab is, before asking whether its node is alive.
             place: forms::script("", forms::LOOKUP, true, ""),
