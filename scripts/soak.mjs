@@ -26,7 +26,7 @@
 import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -53,6 +53,25 @@ const reportDir = join(root, '.run/bench');
 mkdirSync(reportDir, { recursive: true });
 
 const pick = (xs) => xs[Math.floor(Math.random() * xs.length)];
+const fp = (key) => createHash('sha256').update(key).digest('hex').slice(0, 8);
+/** Times this process stood still for a second or more (a 100 ms timer that fired that late). */
+const stalls = {
+  seen: [],
+  start() {
+    this.seen = [];
+    let last = Date.now();
+    this.timer = setInterval(() => {
+      const now = Date.now();
+      if (now - last >= 1100) this.seen.push({ from: last, to: now });
+      last = now;
+    }, 100);
+  },
+  stop() { clearInterval(this.timer); },
+  /** Whether a stall overlapped [from, to]. */
+  during(from, to) { return this.seen.some((x) => x.from <= to && x.to >= from); },
+};
+/** A tab's recent steps (time, what, node), for the report of a step that went wrong. */
+const note = (slot, what, node) => { slot.history.push([Date.now(), what, node?.name ?? '']); if (slot.history.length > 12) slot.history.shift(); };
 const rssKb = (pid) => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]);
 
 async function until(what, ms, check) {
@@ -124,6 +143,19 @@ async function run(mode) {
   const slots = [];
   function attach(slot, socket) {
     const sid = () => socket.id;
+    socket.on('connect', () => note(slot, `connected ${socket.id}`));
+    socket.on('connect_error', (e) => {
+      note(slot, `connect_error ${e.data?.code ?? e.message}`);
+      // As the browser client (web/client/src/client.ts) does: a refused handshake is not
+      // retried by socket.io-client itself; unless the key is gone or the token refused, the
+      // tab tries again a second later (a store briefly unavailable in a failover, say).
+      if (!e.data) return;
+      if (['unknown_key', 'unauthorized'].includes(e.data.code)) { socket.hungUp = true; return; }
+      setTimeout(() => {
+        if (!stopping && slot.socket === socket && !socket.hungUp && !socket.connected) socket.connect();
+      }, 1000);
+    });
+    socket.on('disconnect', (reason) => note(slot, `disconnect ${reason}`));
     socket.on('voice-agent:soak', (params, meta, ack) => {
       const list = deliveries.get(params.seq) ?? [];
       deliveries.set(params.seq, list);
@@ -142,12 +174,19 @@ async function run(mode) {
     });
   }
   async function freshToken(slot) {
-    const t = await api(pick(nodes).url, '/token', { method: 'POST' });
+    const node = pick(nodes);
+    const t = await api(node.url, '/token', { method: 'POST' });
     if (t.status !== 200) throw new Error(`token: ${t.status} ${t.text}`);
     slot.token = t.body.token;
     slot.apiKey = t.body.apiKey;
+    note(slot, `token ${fp(slot.apiKey)}`, node);
   }
+  /** The soak drops a tab's socket for good (it is never retried). */
+  const hangUp = (socket) => { socket.hungUp = true; socket.close(); };
+  /** What went wrong for a tab, with its recent steps and the failovers' times. */
+  const story = (slot, what) => `${what} (key ${fp(slot.apiKey)}; ${failover?.when(Date.now()) ?? ''}; steps ${JSON.stringify(slot.history.map(([t, w, n]) => [new Date(t).toISOString().slice(11, 23), w, n]))})`;
   async function connect(slot, node = pick(nodes)) {
+    note(slot, 'connect', node);
     const socket = io(node.url, {
       transports: ['websocket'], auth: { token: slot.token }, forceNew: true,
       reconnection: true, reconnectionDelay: 100, reconnectionDelayMax: 300, timeout: 5000,
@@ -155,12 +194,15 @@ async function run(mode) {
     attach(slot, socket);
     await new Promise((resolveC, reject) => {
       socket.once('connect', resolveC);
-      socket.once('connect_error', (e) => reject(new Error(`connect_error ${e.data?.code ?? e.message}`)));
+      socket.once('connect_error', (e) => {
+        hangUp(socket);
+        reject(new Error(`connect_error ${e.data?.code ?? e.message}`));
+      });
     });
     return socket;
   }
   for (let i = 0; i < tabCount; i++) {
-    const slot = { i, churnAt: [], busy: false };
+    const slot = { i, churnAt: [], busy: false, history: [] };
     await freshToken(slot);
     slot.socket = await connect(slot);
     slots.push(slot);
@@ -175,14 +217,21 @@ async function run(mode) {
       slot.busy = true;
       slot.churnAt.push(Date.now());
       try {
+        if (slot.socket.hungUp) {
+          // A step that failed in a failover left this tab without a socket: it starts again,
+          // as a page whose connection gave up would be reloaded.
+          await freshToken(slot);
+          slot.socket = await connect(slot);
+        }
         const action = pick(['within', 'within', 'beyond', 'replace', 'revoke']);
         stats.churn[action]++;
+        note(slot, action);
         if (action === 'within') {
           // The transport drops; socket.io-client reconnects and re-binds with its token.
           slot.socket.io.engine.close();
           await until('a reconnect', 5000, () => slot.socket.connected);
         } else if (action === 'beyond') {
-          slot.socket.disconnect();
+          hangUp(slot.socket);
           await sleep(GRACE_MS + 600);
           await freshToken(slot);
           slot.socket = await connect(slot);
@@ -190,20 +239,23 @@ async function run(mode) {
           const old = slot.socket;
           slot.socket = await connect(slot);
           await until('the replaced tab to be dropped', 5000, () => !old.connected);
-          old.close();
+          hangUp(old);
         } else {
-          const r = await api(pick(nodes).url, `/api/voice-agent/keys/${slot.apiKey}`, { method: 'DELETE', headers: agentHeaders });
+          const via = pick(nodes);
+          const r = await api(via.url, `/api/voice-agent/keys/${slot.apiKey}`, { method: 'DELETE', headers: agentHeaders });
+          note(slot, `revoke ${r.status}`, via);
           if (r.status !== 200 && failover?.near(Date.now())) throw new Error(`revoke ${r.status} in a failover`);
-          if (r.status !== 200) stats.unexpected.push(`revoke ${r.status}`);
+          if (r.status !== 200) stats.unexpected.push(story(slot, `revoke ${r.status}`));
           await until('the revoked tab to be dropped', 5000, () => !slot.socket.connected);
-          slot.socket.close();
+          hangUp(slot.socket);
           await freshToken(slot);
           slot.socket = await connect(slot);
         }
         slot.churnAt.push(Date.now());
       } catch (e) {
-        if (failover?.near(slot.churnAt.at(-1))) failover.churnFailed++;
-        else stats.unexpected.push(`churn: ${e.message}`);
+        // A step fails in a failover when it began or failed in one (a step waits up to 5 s).
+        if (failover?.near(slot.churnAt.at(-1)) || failover?.near(Date.now())) failover.churnFailed++;
+        else stats.unexpected.push(story(slot, `churn: ${e.message}`));
       } finally {
         slot.busy = false;
       }
@@ -247,6 +299,9 @@ async function run(mode) {
       const churned = () => slot.churnAt.some((t) => t >= at - 2000 && t <= Date.now() + 2000) || slot.busy;
       if (!expected[outcome].includes(r.status)) {
         if (r.status === 504 && awaited && churned()) stats.timedOutInChurn = (stats.timedOutInChurn ?? 0) + 1;
+        // The tabs answer from this process: when it (or the whole machine) stood still for a
+        // second or more, a call's timeout may pass for that alone.
+        else if (r.status === 504 && stalls.during(at, Date.now())) stats.timedOutInStall = (stats.timedOutInStall ?? 0) + 1;
         else stats.unexpected.push(`${outcome} → ${r.status} ${r.text.slice(0, 120)}`);
       }
       if (outcome === 'ok' && r.status === 200 && (r.body.result?.seq !== n || r.body.result?.key !== apiKey)) stats.misrouted++;
@@ -256,6 +311,12 @@ async function run(mode) {
         stats.retries++;
         const again = await api(pick(nodes).url, '/api/voice-agent/tool-call', { method: 'POST', headers, body }).catch((e) => ({ status: 0, text: e.message }));
         if (again.status === 503 && failover?.near(at)) continue;
+        if ((again.status !== r.status || again.text !== r.text) && failover?.near(at)) {
+          // The first call's outcome went to the old primary in its last moment (see
+          // startFailovers): the retry ran the call again. Counted apart, as duplicates are.
+          failover.ranAgain.push({ at, first: r.status, again: again.status });
+          continue;
+        }
         if (again.status !== r.status || again.text !== r.text) {
           stats.retryMismatch++;
           stats.unexpected.push(`retry of ${outcome}: ${r.status} then ${again.status} ${String(again.text).slice(0, 160)}`);
@@ -270,6 +331,7 @@ async function run(mode) {
   const rss = [];
   const started = Date.now();
   const sampler = setInterval(() => rss.push({ t: Date.now() - started, kb: rssKb(pid) }), 1000);
+  stalls.start();
   const tasks = [churn(), ...Array.from({ length: agentCount }, agent)];
   if (failover) tasks.push(failover.loop(() => stopping));
   let afterWarmup;
@@ -280,6 +342,7 @@ async function run(mode) {
   stopping = true;
   await Promise.all(tasks);
   clearInterval(sampler);
+  stalls.stop();
   await sleep(500);
 
   // ---- bookkeeping ----
@@ -313,7 +376,7 @@ async function run(mode) {
     else if (!near) stats.lost++;
   }
   const revoked = stats.churn.revoke;
-  for (const s of slots) s.socket.close();
+  for (const s of slots) hangUp(s.socket);
   // Once the grace is over, nothing is left but tombstones of revoked keys.
   let final = [];
   await until('the relay maps back to their baseline', GRACE_MS + 15000, async () => {
@@ -328,7 +391,7 @@ async function run(mode) {
 
   const drift = (atEnd - afterWarmup) / afterWarmup;
   const report = {
-    ...stats, minutes, tabs: tabCount, agents: agentCount,
+    ...stats, minutes, tabs: tabCount, agents: agentCount, stalls: stalls.seen,
     rssKb: { start: rss[0]?.kb, afterWarmup, end: atEnd, driftPct: Number((drift * 100).toFixed(2)), curve: rss.filter((_, i) => i % 5 === 0) },
     finalMaps: final,
   };
@@ -338,6 +401,7 @@ async function run(mode) {
   console.log(`  misrouted ${stats.misrouted}, lost ${stats.lost}, duplicated ${stats.duplicated}, unexpected answers ${stats.unexpected.length}, answered calls timed out while their tab was churned ${stats.timedOutInChurn ?? 0}, answered calls delivered again after their tab dropped before the answer arrived ${stats.redeliveredAfterDrop ?? 0}`);
   console.log(`  RSS: ${report.rssKb.start} KB at start, ${afterWarmup} KB after warm-up (${(WARMUP_MS / 1000).toFixed(0)} s; idempotency window ${IDEM_WINDOW_S} s), ${atEnd} KB at the end (${report.rssKb.driftPct}%)`);
   console.log(`  maps after the grace: ${JSON.stringify(final)} (revoked tombstones allowed: ${revoked})`);
+  if (stalls.seen.length) console.log(`  this process stood still ${stalls.seen.length} times for 1 s or more (${JSON.stringify(stalls.seen.map((x) => x.to - x.from))} ms); awaited calls timed out then: ${stats.timedOutInStall ?? 0}`);
   if (stats.failovers) console.log(`  failovers: ${JSON.stringify(stats.failovers)}`);
   for (const u of stats.unexpected.slice(0, 10)) console.log(`  unexpected: ${u}`);
   for (const d of (stats.dupDetails ?? []).slice(0, 10)) console.log(`  duplicated: ${d}`);
@@ -359,9 +423,15 @@ async function startFailovers() {
   const events = [];
   const near = (t) => events.some((e) => t >= e.began - 1500 && t <= (e.named ?? Infinity) + WINDOW_MS);
   const f = {
+    /** Where `t` falls against the failovers so far. */
+    when(t) {
+      const e = events.findLast((x) => x.began <= t);
+      return e ? `${((t - (e.named ?? e.began)) / 1000).toFixed(1)} s after ${e.kind} #${events.indexOf(e) + 1} began at ${new Date(e.began).toISOString().slice(11, 23)} (sentinels named the new primary ${e.named ? e.named - e.began : '?'} ms later)` : 'before any failover';
+    },
     redis: { url: set.url },
     churnFailed: 0,
     lost: 0,
+    ranAgain: [],
     duplicates: [],
     near,
     sawDuplicate(list) {
@@ -396,7 +466,7 @@ async function startFailovers() {
         for (const x of e.failed) byStatus[`${x.status} ${x.code}`] = (byStatus[`${x.status} ${x.code}`] ?? 0) + 1;
         const span = e.failed.length ? Math.max(...e.failed.map((x) => x.done)) - Math.min(...e.failed.map((x) => x.at)) : 0;
         return { kind: e.kind, sentinelsMs: (e.named ?? NaN) - e.began, failedCalls: e.failed.length, byStatus, callsFailedForMs: span };
-      }).concat([{ churnActionsFailed: f.churnFailed, firedLost: f.lost, duplicated: f.duplicates.length, duplicates: f.duplicates.slice(0, 5) }]);
+      }).concat([{ churnActionsFailed: f.churnFailed, firedLost: f.lost, duplicated: f.duplicates.length, duplicates: f.duplicates.slice(0, 5), retriesRanAgain: f.ranAgain.length }]);
     },
   };
   return f;

@@ -11,6 +11,8 @@ mod binding;
 mod cluster;
 #[path = "store_conformance/declare.rs"]
 mod declare;
+#[path = "store_conformance/lanes.rs"]
+mod lanes;
 #[path = "store_conformance/lost.rs"]
 mod lost;
 #[path = "store_conformance/tabs.rs"]
@@ -303,12 +305,16 @@ async fn connect(port: u16) -> Arc<Cluster> {
     connect_to(&format!("redis://127.0.0.1:{port}"), None).await
 }
 
-/// Connects to `url` (trusting `ca` for TLS), waiting for the server to start.
+/// Connects to `url` (trusting `ca` for TLS), waiting for the server to start; the node
+/// heartbeats while it lives ([`lanes::heartbeat`]).
 async fn connect_to(url: &str, ca: Option<Vec<u8>>) -> Arc<Cluster> {
     let mut last = None;
     for _ in 0..50 {
         match Cluster::connect_trusting(url, ca.clone(), settings()).await {
-            Ok(cluster) => return cluster,
+            Ok(cluster) => {
+                tokio::spawn(lanes::heartbeat(Arc::downgrade(&cluster)));
+                return cluster;
+            }
             Err(e) => last = Some(e),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -320,9 +326,10 @@ async fn connect_to(url: &str, ca: Option<Vec<u8>>) -> Arc<Cluster> {
 async fn redis_store() {
     let server = start_redis();
     let cluster = connect(server.port).await;
-    let store = RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN, BOUND)
+    let store = RedisStore::new(cluster.clone(), local_keys(), TOKENS_PER_MIN, BOUND)
         .with_agents(&[[7; 32]], AGENT_RATE);
     suite(&store).await;
+    lanes::a_bind_storm_delays_neither_heartbeat_nor_lookup(&cluster).await;
 }
 
 /// The same suite through `rediss://` with an ACL user, trusting the test's own CA.
@@ -363,9 +370,10 @@ async fn redis_store_on_a_cluster() {
         .await
         .expect("the cluster starts");
     let cluster = connect_to(&servers.url(), None).await;
-    let store = RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN, BOUND)
+    let store = RedisStore::new(cluster.clone(), local_keys(), TOKENS_PER_MIN, BOUND)
         .with_agents(&[[7; 32]], AGENT_RATE);
     suite(&store).await;
+    lanes::a_bind_storm_delays_neither_heartbeat_nor_lookup(&cluster).await;
     tokio::task::spawn_blocking(move || cluster::check_config(&servers))
         .await
         .expect("check-config on the cluster");

@@ -3,9 +3,14 @@
 use std::time::Duration;
 
 use relay::store::claims::Claimed;
+use relay::store::redis::{Bound, Place, Revoked, rid};
 use relay::store::{KeyStore, RedisStore};
+use relay::tokens::unix_now_ms;
+use relay_wire::RevokeReason;
 
-use super::{BOUND, TOKENS_PER_MIN, connect, fresh_key, local_keys, outcome, start_redis};
+use super::{
+    BOUND, TOKENS_PER_MIN, connect, fresh_key, in_an_hour, local_keys, outcome, start_redis,
+};
 
 /// An outcome recorded after its claim was lost (a primary that died before its replica had
 /// it) is written with its fingerprint and an expiry: a retry replays it, other content under
@@ -49,5 +54,57 @@ async fn an_outcome_recorded_after_its_claim_was_lost_replays() {
     assert!(matches!(
         store.claim(&key, "i-lost", 8, timeout).await.unwrap(),
         Claimed::Conflict
+    ));
+}
+
+/// A failover lost a bind and the release before it: Redis still names the socket bound
+/// before. Writing the live binding back restores it over an older socket of this node or of
+/// another; a tab bound on another node after it is that node's (this one's is dismissed as
+/// replaced); a revoked key stays revoked.
+#[tokio::test]
+async fn writing_back_replaces_what_was_bound_before_only() {
+    let server = start_redis();
+    let here = connect(server.port).await;
+    let rid = rid(&fresh_key());
+    let bound = here.bind(&rid, "sid-old", Some(in_an_hour())).await;
+    assert!(matches!(bound, Ok(Ok(Bound::Bound { .. }))));
+    let later = || unix_now_ms() + 1;
+    let back = here.reassert(&rid, "sid-new", in_an_hour(), later()).await;
+    assert!(back.unwrap().is_none(), "over an older socket of this node");
+    let place = |node: &str, sid: &str| Place::Online {
+        node: node.to_owned(),
+        sid: sid.to_owned(),
+    };
+    assert_eq!(
+        here.lookup(&rid).await.unwrap(),
+        place(here.node(), "sid-new")
+    );
+
+    let there = connect(server.port).await;
+    let before = unix_now_ms() - 1;
+    let bound = there.bind(&rid, "sid-there", Some(in_an_hour())).await;
+    assert!(matches!(bound, Ok(Ok(Bound::Bound { .. }))));
+    assert!(matches!(
+        here.reassert(&rid, "sid-new", in_an_hour(), before).await,
+        Ok(Some(RevokeReason::Replaced))
+    ));
+    assert_eq!(
+        here.lookup(&rid).await.unwrap(),
+        place(there.node(), "sid-there")
+    );
+    let back = here.reassert(&rid, "sid-new", in_an_hour(), later()).await;
+    assert!(
+        back.unwrap().is_none(),
+        "over an older socket of another node"
+    );
+    assert_eq!(
+        here.lookup(&rid).await.unwrap(),
+        place(here.node(), "sid-new")
+    );
+
+    assert!(matches!(there.revoke(&rid).await, Ok(Revoked::Done { .. })));
+    assert!(matches!(
+        here.reassert(&rid, "sid-new", in_an_hour(), later()).await,
+        Ok(Some(RevokeReason::Revoked))
     ));
 }

@@ -37,6 +37,8 @@ use relay_wire::Fp;
 pub struct Binding {
     pub socket: TabSocket,
     pub gone: CancellationToken,
+    /// When this node bound it (Unix ms): of two nodes' bindings of a key, the later one stands.
+    pub bound_ms: u64,
 }
 
 impl Binding {
@@ -227,6 +229,7 @@ impl Keys {
         let binding = Binding {
             socket: socket.clone(),
             gone: CancellationToken::new(),
+            bound_ms: crate::tokens::unix_now_ms(),
         };
         let shown = match proof {
             Proof::Token { exp } => Shown::Token {

@@ -1,11 +1,16 @@
 //! One handle for commands whether the relay runs on one Redis server (a reconnecting
 //! connection to it, moved after a sentinel failover) or on a Redis Cluster (the redis crate's
 //! cluster connection, which routes each command to its key's slot and follows the cluster
-//! through failovers and slot moves by itself).
+//! through failovers and slot moves by itself), and the node's three such handles, one per
+//! [`Lane`].
 
-use redis::aio::{ConnectionLike, ConnectionManager};
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+use super::OP_TIMEOUT;
 
 #[derive(Clone)]
 pub enum Conn {
@@ -39,4 +44,81 @@ impl ConnectionLike for Conn {
             Conn::Cluster(c) => c.get_db(),
         }
     }
+}
+
+/// Which of a node's connections an operation goes on. Redis answers each connection's
+/// commands in the order they came, so operations queued on one lane never delay another's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// This node among the others: heartbeat, reaping, writing bindings back, leaving, and the
+    /// check that the connection still reaches the primary.
+    Membership,
+    /// Tabs arriving and leaving: token minting and its rate window, the handshake's revocation
+    /// check, binds, releases, declarations.
+    Tabs,
+    /// What calls and the agent API read and write: lookups, in-flight slots with the agents'
+    /// rate windows, idempotency records, key status, modes, revocations.
+    Calls,
+}
+
+/// One connection per [`Lane`], all to the same server (or cluster).
+#[derive(Clone)]
+pub struct Lanes {
+    membership: Conn,
+    tabs: Conn,
+    calls: Conn,
+}
+
+impl Lanes {
+    /// Opens the three connections with `open`, at once.
+    pub async fn open<F, Fut>(open: F) -> redis::RedisResult<Lanes>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<Conn>>,
+    {
+        let (membership, tabs, calls) = futures_util::try_join!(open(), open(), open())?;
+        Ok(Lanes {
+            membership,
+            tabs,
+            calls,
+        })
+    }
+
+    pub fn get(&self, lane: Lane) -> Conn {
+        match lane {
+            Lane::Membership => self.membership.clone(),
+            Lane::Tabs => self.tabs.clone(),
+            Lane::Calls => self.calls.clone(),
+        }
+    }
+
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.membership, Conn::Cluster(_))
+    }
+}
+
+/// The three lanes to one server, each a reconnecting connection.
+pub async fn single_lanes(client: &redis::Client) -> redis::RedisResult<Lanes> {
+    Lanes::open(|| async {
+        let conn = ConnectionManager::new_with_config(client.clone(), manager_config()).await?;
+        Ok(Conn::Single(conn))
+    })
+    .await
+}
+
+/// A reconnecting connection's bounds: connecting and each answer within [`OP_TIMEOUT`].
+pub fn manager_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(OP_TIMEOUT))
+        .set_response_timeout(Some(OP_TIMEOUT))
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_millis(500))
+        .set_number_of_retries(2)
+}
+
+/// The same bounds for a cluster connection.
+pub fn cluster_config() -> redis::cluster::ClusterConfig {
+    redis::cluster::ClusterConfig::new()
+        .set_connection_timeout(OP_TIMEOUT)
+        .set_response_timeout(OP_TIMEOUT)
 }

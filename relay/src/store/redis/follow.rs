@@ -1,8 +1,8 @@
 //! Following the primary through a failover (sentinel mode).
 //!
 //! Every [`ASK_EVERY`] the node asks the sentinels where the primary is. When they name another
-//! server, the node connects to it and moves both connections there: the one for commands and
-//! scripts, and the pub/sub one under the Socket.IO adapter and the key events (re-subscribing
+//! server, the node connects to it and moves all its connections there together: the three
+//! lanes for commands and scripts, and the pub/sub one under the Socket.IO adapter and the key events (re-subscribing
 //! every channel). Until then, commands to the old primary fail (it is gone, or it refuses
 //! writes as a replica), so calls get the store's "unavailable" answer rather than a stale
 //! state. After the move, the membership duty writes this node's live bindings back, as after
@@ -17,9 +17,7 @@ use std::sync::Weak;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
-
-use super::{Cluster, OP_TIMEOUT, explain, manager_config};
+use super::{Cluster, Lane, OP_TIMEOUT, explain, manager_config, single_lanes};
 
 /// How often the sentinels are asked where the primary is.
 pub const ASK_EVERY: Duration = Duration::from_millis(500);
@@ -62,7 +60,7 @@ pub async fn follow(cluster: Weak<Cluster>) {
 }
 
 impl Cluster {
-    /// Connects to the primary at `addr` and moves both connections there.
+    /// Connects to the primary at `addr` and moves every connection there.
     async fn move_to(&self, addr: &(String, u16)) -> anyhow::Result<()> {
         let Some(sentinel) = self.link.sentinel() else {
             return Ok(());
@@ -70,14 +68,13 @@ impl Cluster {
         let client = self
             .link
             .client(&sentinel.server_url(&addr.0, addr.1, true))?;
-        let conn = tokio::time::timeout(
-            OP_TIMEOUT * 2,
-            ConnectionManager::new_with_config(client.clone(), manager_config()),
-        )
-        .await
-        .map_err(|_| anyhow::anyhow!("no answer within {:?}", OP_TIMEOUT * 2))?
-        .map_err(|e| anyhow::anyhow!(explain(&e)))?;
-        let role: redis::Value = redis::cmd("ROLE").query_async(&mut conn.clone()).await?;
+        let lanes = tokio::time::timeout(OP_TIMEOUT * 2, single_lanes(&client))
+            .await
+            .map_err(|_| anyhow::anyhow!("no answer within {:?}", OP_TIMEOUT * 2))?
+            .map_err(|e| anyhow::anyhow!(explain(&e)))?;
+        let role: redis::Value = redis::cmd("ROLE")
+            .query_async(&mut lanes.get(Lane::Membership))
+            .await?;
         if !is_primary(&role) {
             anyhow::bail!("the server the sentinels named is not a primary yet");
         }
@@ -85,7 +82,7 @@ impl Cluster {
             .await
             .map_err(|_| anyhow::anyhow!("pub/sub: no answer within {:?}", OP_TIMEOUT * 2))?
             .map_err(|e| anyhow::anyhow!("pub/sub: {}", explain(&e)))?;
-        *self.conn.write().unwrap_or_else(|p| p.into_inner()) = super::Conn::Single(conn);
+        *self.lanes.write().unwrap_or_else(|p| p.into_inner()) = lanes;
         *self.primary.lock().unwrap_or_else(|p| p.into_inner()) = Some(addr.clone());
         self.moved.store(true, Ordering::Release);
         self.off_primary.store(false, Ordering::Release);
@@ -102,7 +99,7 @@ impl Cluster {
     async fn check_role(&self) {
         let role = tokio::time::timeout(
             OP_TIMEOUT,
-            redis::cmd("ROLE").query_async::<redis::Value>(&mut self.conn()),
+            redis::cmd("ROLE").query_async::<redis::Value>(&mut self.conn_for(Lane::Membership)),
         )
         .await;
         let off = match role {

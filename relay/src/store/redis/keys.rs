@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::Value;
 
 use super::{
-    Acquired, AgentRate, Bound, Cluster, Declared, EVENTS, IdemClaim, NODE_KEYS_PREFIX,
+    Acquired, AgentRate, Bound, Cluster, Declared, EVENTS, IdemClaim, Lane, NODE_KEYS_PREFIX,
     NODE_SUSPECT, NODES, ONLINE_EXTRA, Place, Revoked, Slot, StoreError, StoredStatus, ms,
     rate_window,
 };
@@ -26,7 +26,7 @@ impl Cluster {
             .max(1);
         let mut inv = self.scripts.issue.key(self.key_name(rid));
         inv.arg(now).arg(exp).arg(ttl);
-        self.op(inv.invoke_async::<i64>(&mut self.conn()))
+        self.op(inv.invoke_async::<i64>(&mut self.conn_for(Lane::Tabs)))
             .await
             .map(drop)
     }
@@ -53,7 +53,9 @@ impl Cluster {
             let mut inv = self.sharded_scripts.bind.key(self.key_name(rid));
             bind_args(&mut inv);
             inv.arg(EVENTS);
-            let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
+            let reply: Vec<String> = self
+                .op(inv.invoke_async(&mut self.conn_for(Lane::Tabs)))
+                .await?;
             if reply.first().map(String::as_str) == Some("bound") {
                 self.sharded_bound(rid, reply.get(2).map(String::as_str))
                     .await;
@@ -64,7 +66,8 @@ impl Cluster {
             inv.key(self.node_keys(&self.node)).key(EVENTS);
             bind_args(&mut inv);
             inv.arg(NODE_KEYS_PREFIX);
-            self.op(inv.invoke_async(&mut self.conn())).await?
+            self.op(inv.invoke_async(&mut self.conn_for(Lane::Tabs)))
+                .await?
         };
         let word = |i: usize| reply.get(i).map(String::as_str);
         Ok(match (word(0), word(1)) {
@@ -97,7 +100,7 @@ impl Cluster {
             .arg(&self.node)
             .arg(sid)
             .arg(ms(self.settings.grace));
-        self.op(inv.invoke_async::<i64>(&mut self.conn()))
+        self.op(inv.invoke_async::<i64>(&mut self.conn_for(Lane::Tabs)))
             .await
             .map(drop)
     }
@@ -106,16 +109,21 @@ impl Cluster {
         let reply: Vec<String> = if self.sharded {
             let mut inv = self.sharded_scripts.revoke.key(self.key_name(rid));
             inv.arg(unix_now_ms()).arg(EVENTS);
-            let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
+            let reply: Vec<String> = self
+                .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
+                .await?;
             if let Some(node) = reply.get(1) {
-                let _ = self.node_set(false, node, &self.key_name(rid)).await;
+                let _ = self
+                    .node_set(Lane::Calls, false, node, &self.key_name(rid))
+                    .await;
             }
             reply
         } else {
             let mut inv = self.scripts.revoke.key(self.key_name(rid));
             inv.key(EVENTS);
             inv.arg(unix_now_ms()).arg(NODE_KEYS_PREFIX);
-            self.op(inv.invoke_async(&mut self.conn())).await?
+            self.op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
+                .await?
         };
         Ok(match reply.first().map(String::as_str) {
             Some("revoked") => Revoked::Done {
@@ -130,7 +138,7 @@ impl Cluster {
             .op(redis::cmd("HGET")
                 .arg(self.key_name(rid))
                 .arg("st")
-                .query_async(&mut self.conn()))
+                .query_async(&mut self.conn_for(Lane::Tabs)))
             .await?;
         Ok(st.as_deref() == Some("revoked"))
     }
@@ -157,7 +165,7 @@ impl Cluster {
                 .arg("md")
                 .cmd("PTTL")
                 .arg(&name)
-                .query_async(&mut self.conn()))
+                .query_async(&mut self.conn_for(Lane::Calls)))
             .await?;
         use relay_wire::KeyState;
         let state = match st.as_deref() {
@@ -201,7 +209,9 @@ impl Cluster {
         if self.sharded {
             inv.arg(EVENTS);
         }
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let reply: Vec<String> = self
+            .op(inv.invoke_async(&mut self.conn_for(Lane::Tabs)))
+            .await?;
         Ok(match (reply.first().map(String::as_str), reply.get(1)) {
             (Some("ok" | "same"), Some(rv)) => Declared::Revision(rv.parse().unwrap_or(0)),
             _ => Declared::NotBound,
@@ -212,7 +222,9 @@ impl Cluster {
     pub async fn set_mode(&self, rid: &str, mode: &str) -> Result<Place, StoreError> {
         let mut inv = self.scripts.set_mode.key(self.key_name(rid));
         inv.arg(mode);
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let reply: Vec<String> = self
+            .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
+            .await?;
         let mut words = reply.into_iter();
         Ok(
             match (words.next().as_deref(), words.next(), words.next()) {
@@ -230,7 +242,9 @@ impl Cluster {
         let mut inv = self.scripts.lookup.key(self.key_name(rid));
         inv.key(NODES);
         inv.arg(ms(NODE_SUSPECT));
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let reply: Vec<String> = self
+            .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
+            .await?;
         let mut words = reply.into_iter();
         Ok(
             match (words.next().as_deref(), words.next(), words.next()) {
@@ -260,7 +274,9 @@ impl Cluster {
             .arg(ms(NODE_SUSPECT))
             .arg(agent.limit)
             .arg(window_ms);
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let reply: Vec<String> = self
+            .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
+            .await?;
         let mut words = reply.into_iter();
         Ok(match words.next().as_deref() {
             Some("ok") => {
@@ -280,7 +296,8 @@ impl Cluster {
         })
     }
 
-    /// One step of a fixed-window limit shared by every node: false when `limit` is spent.
+    /// One step of a fixed-window limit shared by every node: false when `limit` is spent. For
+    /// token minting, so on the tabs' lane (the agents' call rate is taken in [`Self::acquire`]).
     pub async fn rate(
         &self,
         bucket: &str,
@@ -290,7 +307,9 @@ impl Cluster {
         let (name, window_ms) = rate_window(bucket, window);
         let mut inv = self.scripts.rate.key(name);
         inv.arg(limit).arg(window_ms);
-        let ok: i64 = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let ok: i64 = self
+            .op(inv.invoke_async(&mut self.conn_for(Lane::Tabs)))
+            .await?;
         Ok(ok == 1)
     }
 
@@ -310,7 +329,9 @@ impl Cluster {
         inv.arg(fingerprint.to_string())
             .arg(until_ms)
             .arg(ms(window));
-        let reply: Vec<Value> = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let reply: Vec<Value> = self
+            .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
+            .await?;
         let text = |i: usize| -> Option<String> {
             reply
                 .get(i)
@@ -349,7 +370,7 @@ impl Cluster {
             .arg(status)
             .arg(body)
             .arg(ms(window));
-        self.op(inv.invoke_async::<i64>(&mut self.conn()))
+        self.op(inv.invoke_async::<i64>(&mut self.conn_for(Lane::Calls)))
             .await
             .map(drop)
     }

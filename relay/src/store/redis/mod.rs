@@ -18,6 +18,14 @@
 //!
 //! Keys are stored under a digest of the key, never the key itself.
 //!
+//! A node talks to Redis on three connections ([`Lane`]s): one for its membership (heartbeat,
+//! reaping, writing its bindings back, leaving), one for tabs (tokens, binds, releases,
+//! declarations) and one for calls and the agent API (lookups, in-flight slots, rate windows,
+//! idempotency). Redis answers each connection's commands in the order they came, so on one
+//! connection a heartbeat or a call's lookup would wait behind every bind queued before it
+//! (thousands, when the tabs of a lost node all reconnect here), and other nodes would take
+//! this busy node for lost. On its own lane each waits only for Redis itself.
+//!
 //! On a Redis Cluster (`redis+cluster://`) every record of a key carries the key's digest as its
 //! hash tag (`va:k:{<rid>}`, `va:if:{<rid>}`, …), so each key's script runs in one slot; the
 //! steps that span slots (the heartbeat hash, the nodes' key sets, the agents' rate windows) are
@@ -29,9 +37,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use dashmap::DashMap;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use conn::Conn;
+use conn::{Conn, Lane, Lanes, cluster_config, manager_config, single_lanes};
 use sha2::{Digest, Sha256};
 
 use crate::pubsub::PubSub;
@@ -156,6 +163,7 @@ pub const NODE_SUSPECT: Duration = Duration::from_millis(2500);
 
 mod conn;
 mod follow;
+mod forms;
 mod keys;
 mod link;
 mod nodes;
@@ -182,8 +190,9 @@ pub struct Settings {
 
 pub struct Cluster {
     node: String,
-    /// Swapped for a connection to the new primary after a failover ([`Cluster::follow`]).
-    conn: std::sync::RwLock<Conn>,
+    /// One connection per [`Lane`]; all three swapped together for connections to the new
+    /// primary after a failover ([`follow`]).
+    lanes: std::sync::RwLock<Lanes>,
     /// On a Redis Cluster: records hash-tagged by key, cross-slot steps outside the scripts.
     sharded: bool,
     link: Link,
@@ -213,15 +222,6 @@ fn ms(d: Duration) -> u64 {
     d.as_millis() as u64
 }
 
-fn manager_config() -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(OP_TIMEOUT))
-        .set_response_timeout(Some(OP_TIMEOUT))
-        .set_min_delay(Duration::from_millis(50))
-        .set_max_delay(Duration::from_millis(500))
-        .set_number_of_retries(2)
-}
-
 impl Cluster {
     /// Connects to Redis (failing at once when it is unreachable or refuses the credentials)
     /// and starts listening for key events; with sentinels, also starts following the primary.
@@ -237,12 +237,17 @@ impl Cluster {
     ) -> anyhow::Result<Arc<Cluster>> {
         let target = crate::config::RedisTarget::parse(url).map_err(|e| anyhow::anyhow!(e))?;
         let link = Link::new(target, ca);
-        let (conn, pubsub, primary) = match link.cluster_client() {
+        let (lanes, pubsub, primary) = match link.cluster_client() {
             Some(client) => {
                 let client = client?;
-                let conn = tokio::time::timeout(
+                let lanes = tokio::time::timeout(
                     OP_TIMEOUT * 5,
-                    client.get_async_connection_with_config(cluster_config()),
+                    Lanes::open(|| async {
+                        let conn = client
+                            .get_async_connection_with_config(cluster_config())
+                            .await?;
+                        Ok(Conn::Cluster(conn))
+                    }),
                 )
                 .await
                 .map_err(|_| anyhow::anyhow!("the Redis Cluster did not answer within 5 s"))?
@@ -258,27 +263,24 @@ impl Cluster {
                 .map_err(|e| {
                     anyhow::anyhow!("cannot connect to Redis for pub/sub: {}", explain(&e))
                 })?;
-                (Conn::Cluster(conn), pubsub, None)
+                (lanes, pubsub, None)
             }
             None => {
                 let (client, primary) = link.primary().await?;
-                let conn = tokio::time::timeout(
-                    OP_TIMEOUT * 5,
-                    ConnectionManager::new_with_config(client.clone(), manager_config()),
-                )
-                .await
-                .map_err(|_| anyhow::anyhow!("Redis did not answer within 5 s"))?
-                .map_err(|e| anyhow::anyhow!("cannot connect to Redis: {}", explain(&e)))?;
+                let lanes = tokio::time::timeout(OP_TIMEOUT * 5, single_lanes(&client))
+                    .await
+                    .map_err(|_| anyhow::anyhow!("Redis did not answer within 5 s"))?
+                    .map_err(|e| anyhow::anyhow!("cannot connect to Redis: {}", explain(&e)))?;
                 let pubsub = PubSub::connect(client, manager_config())
                     .await
                     .map_err(|e| {
                         anyhow::anyhow!("cannot connect to Redis for pub/sub: {}", explain(&e))
                     })?;
-                (Conn::Single(conn), pubsub, primary)
+                (lanes, pubsub, primary)
             }
         };
-        let sharded = matches!(conn, Conn::Cluster(_));
-        let version = redis_version(&mut conn.clone()).await;
+        let sharded = lanes.is_cluster();
+        let version = redis_version(&mut lanes.get(Lane::Membership)).await;
         if version.is_some_and(|v| v < 7) {
             anyhow::bail!("Redis 7 or newer is needed (RESP3 pub/sub); this server is older");
         }
@@ -287,7 +289,7 @@ impl Cluster {
         let following = link.sentinel().is_some();
         let cluster = Arc::new(Cluster {
             node: hex::encode(node),
-            conn: std::sync::RwLock::new(conn),
+            lanes: std::sync::RwLock::new(lanes),
             sharded,
             link,
             primary: std::sync::Mutex::new(primary),
@@ -352,9 +354,12 @@ impl Cluster {
         self.moved.swap(false, Ordering::AcqRel)
     }
 
-    /// A handle on the connection to the current primary (or to the cluster).
-    fn conn(&self) -> Conn {
-        self.conn.read().unwrap_or_else(|p| p.into_inner()).clone()
+    /// A handle on the `lane` connection to the current primary (or to the cluster).
+    fn conn_for(&self, lane: Lane) -> Conn {
+        self.lanes
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(lane)
     }
 
     pub fn node(&self) -> &str {
@@ -459,12 +464,6 @@ impl Cluster {
     fn node_keys(&self, node: &str) -> String {
         self.tagged(NODE_KEYS_PREFIX, node)
     }
-}
-
-fn cluster_config() -> redis::cluster::ClusterConfig {
-    redis::cluster::ClusterConfig::new()
-        .set_connection_timeout(OP_TIMEOUT)
-        .set_response_timeout(OP_TIMEOUT)
 }
 
 #[cfg(test)]

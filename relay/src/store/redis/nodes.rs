@@ -3,7 +3,9 @@
 
 use relay_wire::RevokeReason;
 
-use super::{Cluster, EVENTS, NODE_KEYS_PREFIX, NODE_STALE, NODES, ONLINE_EXTRA, StoreError, ms};
+use super::{
+    Cluster, EVENTS, Lane, NODE_KEYS_PREFIX, NODE_STALE, NODES, ONLINE_EXTRA, StoreError, ms,
+};
 use crate::tokens::unix_now_ms;
 
 impl Cluster {
@@ -12,7 +14,9 @@ impl Cluster {
     pub async fn heartbeat(&self) -> Result<bool, StoreError> {
         let mut inv = self.scripts.heartbeat.key(NODES);
         inv.arg(&self.node);
-        let created: i64 = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let created: i64 = self
+            .op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
+            .await?;
         Ok(created == 1)
     }
 
@@ -27,16 +31,18 @@ impl Cluster {
             .arg(ms(self.settings.grace))
             .arg(NODE_KEYS_PREFIX)
             .arg(unix_now_ms());
-        self.op(inv.invoke_async(&mut self.conn())).await
+        self.op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
+            .await
     }
 
-    /// Writes a live local binding back into Redis. Returns why the binding cannot stand, if
-    /// Redis had the key revoked or bound to another socket meanwhile.
+    /// Writes a live local binding back into Redis, made at `bound_ms` (Unix ms). Returns why
+    /// the binding cannot stand, if Redis had the key revoked, or bound on another node since.
     pub async fn reassert(
         &self,
         rid: &str,
         sid: &str,
         token_exp_unix: u64,
+        bound_ms: u64,
     ) -> Result<Option<RevokeReason>, StoreError> {
         let now = unix_now_ms();
         let exp = token_exp_unix * 1000;
@@ -48,23 +54,49 @@ impl Cluster {
                 .arg(sid)
                 .arg(exp)
                 .arg(ttl)
+                .arg(bound_ms)
                 .arg(EVENTS);
-            let reply: String = self.op(inv.invoke_async(&mut self.conn())).await?;
+            let reply: String = self
+                .op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
+                .await?;
             if reply == "kept" || reply == "restored" {
-                self.node_set(true, &self.node, &self.key_name(rid)).await?;
+                self.node_set(Lane::Membership, true, &self.node, &self.key_name(rid))
+                    .await?;
             }
             reply
         } else {
             let mut inv = self.scripts.reassert.key(self.key_name(rid));
             inv.key(self.node_keys(&self.node)).key(EVENTS);
-            inv.arg(now).arg(&self.node).arg(sid).arg(exp).arg(ttl);
-            self.op(inv.invoke_async(&mut self.conn())).await?
+            inv.arg(now)
+                .arg(&self.node)
+                .arg(sid)
+                .arg(exp)
+                .arg(ttl)
+                .arg(bound_ms);
+            self.op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
+                .await?
         };
         Ok(match reply.as_str() {
             "revoked" => Some(RevokeReason::Revoked),
             "elsewhere" => Some(RevokeReason::Replaced),
             _ => None,
         })
+    }
+
+    /// Pings the tabs' and the calls' lanes, answers ignored. A lane's connection reconnects
+    /// when a command on it fails: after Redis was away, a lane idle since would fail the first
+    /// command that comes, though the heartbeat (and `/readyz`) says Redis answers. Pinged each
+    /// heartbeat, every lane is back within one of Redis.
+    pub async fn ping_lanes(&self) {
+        let ping = |lane: Lane| async move {
+            let mut conn = self.conn_for(lane);
+            let _ = tokio::time::timeout(
+                super::OP_TIMEOUT,
+                redis::cmd("PING").query_async::<redis::Value>(&mut conn),
+            )
+            .await;
+        };
+        tokio::join!(ping(Lane::Tabs), ping(Lane::Calls));
     }
 
     /// On a Redis Cluster, subscribes the pub/sub channels again (see
@@ -92,7 +124,7 @@ impl Cluster {
                 .arg(NODES)
                 .arg(&self.node)
                 .arg(0)
-                .query_async::<i64>(&mut self.conn()))
+                .query_async::<i64>(&mut self.conn_for(Lane::Membership)))
             .await;
         if marked.is_ok() {
             let _ = self.reap().await;

@@ -19,7 +19,7 @@ use std::time::Duration;
 use socketioxide_core::Uid;
 use tokio::time::Instant;
 
-use super::{Cluster, StoreError};
+use super::{Cluster, Lane, StoreError};
 
 const SERVER_PREFIX: &str = "va:sio:";
 /// How long a node's record outlives its last heartbeat.
@@ -114,7 +114,7 @@ impl Cluster {
             .arg(server.to_string())
             .arg("PX")
             .arg(SERVER_TTL.as_millis() as u64)
-            .query_async::<()>(&mut self.conn()))
+            .query_async::<()>(&mut self.conn_for(Lane::Membership)))
             .await
     }
 
@@ -123,7 +123,7 @@ impl Cluster {
         let _ = self
             .op(redis::cmd("DEL")
                 .arg(Self::server_record(&self.node))
-                .query_async::<i64>(&mut self.conn()))
+                .query_async::<i64>(&mut self.conn_for(Lane::Membership)))
             .await;
     }
 
@@ -144,7 +144,7 @@ impl Cluster {
                 let found: Result<Option<String>, StoreError> = cluster
                     .op(redis::cmd("GET")
                         .arg(Self::server_record(&node))
-                        .query_async(&mut cluster.conn()))
+                        .query_async(&mut cluster.conn_for(Lane::Calls)))
                     .await;
                 let server = match found {
                     Ok(Some(text)) => text.parse::<Uid>().ok(),

@@ -22,9 +22,11 @@ use redis::Script;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 
+use super::forms;
 use super::scripts::{CLOCK_LUA, OFFLINE_LUA};
 
-/// The cluster variants of the scripts that span slots on one server.
+/// The cluster forms of the scripts that span slots on one server (most written once for both
+/// forms, in [`super::forms`]), and the cluster's own steps around them.
 pub(super) struct ShardedScripts {
     pub(super) bind: Script,
     pub(super) release: Script,
@@ -41,97 +43,15 @@ pub(super) struct ShardedScripts {
 impl ShardedScripts {
     pub(super) fn new() -> Self {
         ShardedScripts {
-            // KEYS: key. ARGV: now, node, sid, proof (t|b), token exp ms, online extra ms, events
-            bind: Script::new(
-                r"
-local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'eb', 'exp')
-local st = h[1]
-local now = tonumber(ARGV[1])
-if not st then
-  if ARGV[4] == 'b' then return {'err', 'unknown'} end
-  if tonumber(ARGV[5]) <= now then return {'err', 'expired'} end
-elseif st == 'revoked' then return {'err', 'revoked'}
-elseif ARGV[4] == 'b' and h[4] == '1' then return {'err', 'token_required'} end
-if st == 'online' and h[2] == ARGV[2] and h[3] == ARGV[3] then return {'same'} end
-local exp = tonumber(h[5] or '0')
-if ARGV[4] == 't' and tonumber(ARGV[5]) > exp then exp = tonumber(ARGV[5]) end
-redis.call('HSET', KEYS[1], 'st', 'online', 'node', ARGV[2], 'sid', ARGV[3], 'since', ARGV[1], 'eb', '1', 'exp', exp)
-local left = exp - now
-if left < 0 then left = 0 end
-redis.call('PEXPIRE', KEYS[1], left + tonumber(ARGV[6]))
-redis.call('PUBLISH', ARGV[7], KEYS[1])
-local mode = redis.call('HGET', KEYS[1], 'md') or ''
-if st == 'online' then return {'bound', tostring(exp), h[2], h[3], mode} end
-return {'bound', tostring(exp), '', '', mode}",
-            ),
-            // KEYS: key. ARGV: now, node, sid, grace ms, events
-            release: Script::new(&format!(
-                r"{OFFLINE_LUA}
-local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'exp')
-if h[1] ~= 'online' or h[2] ~= ARGV[2] or h[3] ~= ARGV[3] then return 0 end
-go_offline(KEYS[1], ARGV[1], ARGV[4], h[4], ARGV[5])
-return 1"
-            )),
-            // KEYS: key. ARGV: now, events
-            revoke: Script::new(
-                r"
-local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'exp')
-if not h[1] or h[1] == 'revoked' then return {'unknown'} end
-redis.call('HSET', KEYS[1], 'st', 'revoked', 'since', ARGV[1])
-redis.call('HDEL', KEYS[1], 'node', 'sid')
-local ttl = tonumber(h[3]) - tonumber(ARGV[1])
-if ttl < 1 then ttl = 1 end
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('PUBLISH', ARGV[2], KEYS[1])
-if h[1] == 'online' then return {'revoked', h[2]} end
-return {'revoked'}",
-            ),
-            // KEYS: key. ARGV: now, node, sid, exp ms, ttl ms, events
-            reassert: Script::new(
-                r"
-local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
-if h[1] == 'revoked' then return 'revoked' end
-if h[1] == 'online' and (h[2] ~= ARGV[2] or h[3] ~= ARGV[3]) then return 'elsewhere' end
-if h[1] == 'online' then return 'kept' end
-redis.call('HSET', KEYS[1], 'st', 'online', 'node', ARGV[2], 'sid', ARGV[3], 'since', ARGV[1], 'eb', '1', 'exp', ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-redis.call('PUBLISH', ARGV[6], KEYS[1])
-return 'restored'",
-            ),
-            // KEYS: key. ARGV: node, sid, handles (joined), page tools ('' for none), events
-            declare: Script::new(
-                r"
-local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'hd', 'pt', 'rv')
-if h[1] ~= 'online' or h[2] ~= ARGV[1] or h[3] ~= ARGV[2] then return {'not_bound'} end
-if h[4] == ARGV[3] and (h[5] or '') == ARGV[4] then return {'same', h[6] or '0'} end
-redis.call('HSET', KEYS[1], 'hd', ARGV[3])
-if ARGV[4] == '' then redis.call('HDEL', KEYS[1], 'pt') else redis.call('HSET', KEYS[1], 'pt', ARGV[4]) end
-local rv = redis.call('HINCRBY', KEYS[1], 'rv', 1)
-redis.call('PUBLISH', ARGV[5], KEYS[1])
-return {'ok', tostring(rv)}",
-            ),
-            // Where the key's tab is, before asking whether its node is alive. KEYS: key
-            place: Script::new(
-                r"
-local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
-if not h[1] or h[1] == 'revoked' then return {'unknown'} end
-if h[1] == 'online' then return {'online', h[2], h[3]} end
-return {'waiting'}",
-            ),
-            // KEYS: key, in-flight counter. ARGV: max in flight, counter ttl ms
-            acquire: Script::new(
-                r"
-local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
-if not h[1] or h[1] == 'revoked' then return {'unknown'} end
-local n = redis.call('INCR', KEYS[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-if n > tonumber(ARGV[1]) then
-  redis.call('DECR', KEYS[2])
-  return {'busy'}
-end
-if h[1] == 'online' then return {'ok', h[2], h[3]} end
-return {'ok'}",
-            ),
+            // Written once for both forms ([`super::forms`]); the events channel is an argument.
+            bind: forms::script("", forms::BIND, true, "ARGV[7]"),
+            release: forms::script(OFFLINE_LUA, forms::RELEASE, true, "ARGV[5]"),
+            revoke: forms::script("", forms::REVOKE, true, "ARGV[2]"),
+            reassert: forms::script("", forms::REASSERT, true, "ARGV[7]"),
+            declare: forms::script("", forms::DECLARE, true, "ARGV[5]"),
+            // Where the key's tab is, before asking whether its node is alive.
+            place: forms::script("", forms::LOOKUP, true, ""),
+            acquire: forms::script("", forms::ACQUIRE, true, ""),
             // Whether a node heartbeat recently. KEYS: nodes. ARGV: node, suspect ms
             seen: Script::new(&format!(
                 r"{CLOCK_LUA}

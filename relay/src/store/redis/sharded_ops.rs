@@ -5,15 +5,17 @@
 use std::sync::Arc;
 
 use super::{
-    Acquired, AgentRate, Cluster, EVENTS, NODE_SUSPECT, NODES, Place, Slot, StoreError, ms,
+    Acquired, AgentRate, Cluster, EVENTS, Lane, NODE_SUSPECT, NODES, Place, Slot, StoreError, ms,
     rate_window,
 };
 use crate::tokens::unix_now_ms;
 
 impl Cluster {
-    /// Adds (or removes) the key to a node's set of keys, for reaping.
+    /// Adds (or removes) the key to a node's set of keys, for reaping; on `lane`, the lane of
+    /// the operation it is part of.
     pub(super) async fn node_set(
         &self,
+        lane: Lane,
         add: bool,
         node: &str,
         key: &str,
@@ -22,7 +24,7 @@ impl Cluster {
         self.op(redis::cmd(cmd)
             .arg(self.node_keys(node))
             .arg(key)
-            .query_async::<i64>(&mut self.conn()))
+            .query_async::<i64>(&mut self.conn_for(lane)))
             .await
             .map(drop)
     }
@@ -31,7 +33,9 @@ impl Cluster {
     async fn alive(&self, node: &str) -> Result<bool, StoreError> {
         let mut inv = self.sharded_scripts.seen.key(super::NODES);
         inv.arg(node).arg(ms(NODE_SUSPECT));
-        let seen: i64 = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let seen: i64 = self
+            .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
+            .await?;
         Ok(seen == 1)
     }
 
@@ -48,9 +52,9 @@ impl Cluster {
     /// the node that held it before.
     pub(super) async fn sharded_bound(&self, rid: &str, before: Option<&str>) {
         let key = self.key_name(rid);
-        let _ = self.node_set(true, &self.node, &key).await;
+        let _ = self.node_set(Lane::Tabs, true, &self.node, &key).await;
         if let Some(before) = before.filter(|n| !n.is_empty() && *n != self.node) {
-            let _ = self.node_set(false, before, &key).await;
+            let _ = self.node_set(Lane::Tabs, false, before, &key).await;
         }
     }
 
@@ -62,16 +66,20 @@ impl Cluster {
             .arg(sid)
             .arg(ms(self.settings.grace))
             .arg(EVENTS);
-        let released: i64 = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let released: i64 = self
+            .op(inv.invoke_async(&mut self.conn_for(Lane::Tabs)))
+            .await?;
         if released == 1 {
-            self.node_set(false, &self.node, &key).await?;
+            self.node_set(Lane::Tabs, false, &self.node, &key).await?;
         }
         Ok(())
     }
 
     pub(super) async fn sharded_lookup(&self, rid: &str) -> Result<Place, StoreError> {
         let inv = self.sharded_scripts.place.key(self.key_name(rid));
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let reply: Vec<String> = self
+            .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
+            .await?;
         let mut words = reply.into_iter();
         match (words.next().as_deref(), words.next(), words.next()) {
             (Some("online"), Some(node), Some(sid)) => self.checked(node, sid).await,
@@ -88,7 +96,9 @@ impl Cluster {
         let (window_key, window_ms) = rate_window(agent.bucket, agent.window);
         let mut spend = self.scripts.rate.key(window_key);
         spend.arg(agent.limit).arg(window_ms);
-        let spent: i64 = self.op(spend.invoke_async(&mut self.conn())).await?;
+        let spent: i64 = self
+            .op(spend.invoke_async(&mut self.conn_for(Lane::Calls)))
+            .await?;
         if spent != 1 {
             return Ok((Acquired::RateLimited, None));
         }
@@ -97,7 +107,9 @@ impl Cluster {
         inv.key(&counter);
         inv.arg(self.settings.max_inflight)
             .arg(ms(self.settings.inflight_ttl));
-        let reply: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let reply: Vec<String> = self
+            .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
+            .await?;
         let mut words = reply.into_iter();
         Ok(match words.next().as_deref() {
             Some("ok") => {
@@ -120,14 +132,16 @@ impl Cluster {
     pub(super) async fn sharded_reap(&self) -> Result<u64, StoreError> {
         let mut inv = self.sharded_scripts.stale.key(NODES);
         inv.arg(ms(super::NODE_STALE));
-        let stale: Vec<String> = self.op(inv.invoke_async(&mut self.conn())).await?;
+        let stale: Vec<String> = self
+            .op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
+            .await?;
         let mut reaped = 0;
         for node in stale {
             let set = self.node_keys(&node);
             let keys: Vec<String> = self
                 .op(redis::cmd("SMEMBERS")
                     .arg(&set)
-                    .query_async(&mut self.conn()))
+                    .query_async(&mut self.conn_for(Lane::Membership)))
                 .await?;
             for key in keys {
                 let mut inv = self.sharded_scripts.reap_key.key(&key);
@@ -135,17 +149,19 @@ impl Cluster {
                     .arg(unix_now_ms())
                     .arg(ms(self.settings.grace))
                     .arg(EVENTS);
-                let n: u64 = self.op(inv.invoke_async(&mut self.conn())).await?;
+                let n: u64 = self
+                    .op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
+                    .await?;
                 reaped += n;
             }
             self.op(redis::cmd("DEL")
                 .arg(&set)
-                .query_async::<i64>(&mut self.conn()))
+                .query_async::<i64>(&mut self.conn_for(Lane::Membership)))
                 .await?;
             self.op(redis::cmd("HDEL")
                 .arg(NODES)
                 .arg(&node)
-                .query_async::<i64>(&mut self.conn()))
+                .query_async::<i64>(&mut self.conn_for(Lane::Membership)))
                 .await?;
         }
         Ok(reaped)

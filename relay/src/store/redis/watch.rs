@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::Notify;
 
-use super::Cluster;
+use super::{Cluster, Lane};
 
 impl Cluster {
     /// Registers interest in a key's changes (see [`Watch`]).
@@ -85,7 +85,7 @@ impl Drop for Slot {
             let _ = cluster
                 .op(redis::cmd("DECR")
                     .arg(counter)
-                    .query_async::<i64>(&mut cluster.conn()))
+                    .query_async::<i64>(&mut cluster.conn_for(Lane::Calls)))
                 .await;
         });
     }

@@ -1,0 +1,195 @@
+//! The key scripts that exist in two forms, written once: the one-server form (see
+//! [`super::scripts`]) and the Redis Cluster form (see [`super::sharded`]), where a script may
+//! touch one hash slot only.
+//!
+//! In a source, a line ending in `--one` belongs to the one-server form only (the steps that
+//! span slots: the nodes' key sets, the heartbeat check, the agent's rate window; on a cluster
+//! they are separate commands around the script), a line ending in `--cluster` to the cluster
+//! form only, and `$EVENTS` names the key events channel: a key on one server, an argument on a
+//! cluster (a channel is not a key there). The arguments both forms share come first, in the
+//! same order, so one source reads the same `ARGV[i]` in both.
+
+use redis::Script;
+
+/// One step of a fixed window, for the agent's rate in [`ACQUIRE`] (on a cluster, spent by its
+/// own script before).
+pub(super) const SPEND_LUA: &str = r"
+local function spend(k, limit, window)
+  local n = redis.call('INCR', k)
+  if n == 1 then redis.call('PEXPIRE', k, window) end
+  return n <= tonumber(limit)
+end
+";
+
+/// The text of one form of `source`, with `events` for `$EVENTS`.
+pub(super) fn text(source: &str, cluster: bool, events: &str) -> String {
+    let (mine, other) = if cluster {
+        ("--cluster", "--one")
+    } else {
+        ("--one", "--cluster")
+    };
+    let mut out = String::with_capacity(source.len());
+    for line in source.lines() {
+        let trimmed = line.trim_end();
+        if trimmed.ends_with(other) {
+            continue;
+        }
+        out.push_str(trimmed.strip_suffix(mine).unwrap_or(trimmed).trim_end());
+        out.push('\n');
+    }
+    out.replace("$EVENTS", events)
+}
+
+/// One form of `source` (after `prelude`, the Lua functions it calls) as a script.
+pub(super) fn script(prelude: &str, source: &str, cluster: bool, events: &str) -> Script {
+    Script::new(&format!("{prelude}{}", text(source, cluster, events)))
+}
+
+/// Where a key's tab is. One server: KEYS key, nodes; ARGV suspect ms (the node's heartbeat is
+/// checked here). Cluster: KEYS key (the heartbeat is read after).
+pub(super) const LOOKUP: &str = r"
+local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
+if not h[1] or h[1] == 'revoked' then return {'unknown'} end
+local p = place(h, KEYS[2], ARGV[1]) --one
+if p then return {'online', p[1], p[2]} end --one
+if h[1] == 'online' then return {'online', h[2], h[3]} end --cluster
+return {'waiting'}";
+
+/// KEYS: key, then on one server this node's key set and the events channel. ARGV: now, node,
+/// sid, proof (t|b), token exp ms, online extra ms, then the node-keys prefix (one server) or
+/// the events channel (cluster).
+pub(super) const BIND: &str = r"
+local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'eb', 'exp')
+local st = h[1]
+local now = tonumber(ARGV[1])
+if not st then
+  if ARGV[4] == 'b' then return {'err', 'unknown'} end
+  if tonumber(ARGV[5]) <= now then return {'err', 'expired'} end
+elseif st == 'revoked' then return {'err', 'revoked'}
+elseif ARGV[4] == 'b' and h[4] == '1' then return {'err', 'token_required'} end
+if st == 'online' and h[2] == ARGV[2] and h[3] == ARGV[3] then return {'same'} end
+local exp = tonumber(h[5] or '0')
+if ARGV[4] == 't' and tonumber(ARGV[5]) > exp then exp = tonumber(ARGV[5]) end
+redis.call('HSET', KEYS[1], 'st', 'online', 'node', ARGV[2], 'sid', ARGV[3], 'since', ARGV[1], 'eb', '1', 'exp', exp)
+local left = exp - now
+if left < 0 then left = 0 end
+redis.call('PEXPIRE', KEYS[1], left + tonumber(ARGV[6]))
+redis.call('SADD', KEYS[2], KEYS[1]) --one
+redis.call('PUBLISH', $EVENTS, KEYS[1])
+local mode = redis.call('HGET', KEYS[1], 'md') or ''
+if st == 'online' then
+  if h[2] ~= ARGV[2] then redis.call('SREM', ARGV[7] .. h[2], KEYS[1]) end --one
+  return {'bound', tostring(exp), h[2], h[3], mode}
+end
+return {'bound', tostring(exp), '', '', mode}";
+
+/// Needs `go_offline`. KEYS: key, then on one server this node's key set and the events
+/// channel. ARGV: now, node, sid, grace ms, then on a cluster the events channel.
+pub(super) const RELEASE: &str = r"
+local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'exp')
+if h[1] ~= 'online' or h[2] ~= ARGV[2] or h[3] ~= ARGV[3] then return 0 end
+redis.call('SREM', KEYS[2], KEYS[1]) --one
+go_offline(KEYS[1], ARGV[1], ARGV[4], h[4], $EVENTS)
+return 1";
+
+/// KEYS: key, then on one server the events channel. ARGV: now, then the node-keys prefix
+/// (one server) or the events channel (cluster).
+pub(super) const REVOKE: &str = r"
+local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'exp')
+if not h[1] or h[1] == 'revoked' then return {'unknown'} end
+redis.call('HSET', KEYS[1], 'st', 'revoked', 'since', ARGV[1])
+redis.call('HDEL', KEYS[1], 'node', 'sid')
+local ttl = tonumber(h[3]) - tonumber(ARGV[1])
+if ttl < 1 then ttl = 1 end
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PUBLISH', $EVENTS, KEYS[1])
+if h[1] == 'online' then
+  redis.call('SREM', ARGV[2] .. h[2], KEYS[1]) --one
+  return {'revoked', h[2]}
+end
+return {'revoked'}";
+
+/// A live binding written back. Online on another node since this binding was made is that
+/// node's tab, which replaced this one; online with any other socket bound before (another
+/// node's, or one this node no longer holds: it holds one socket a key) is what a failover left
+/// when it lost the bind of this binding and the release before it, and the binding is restored.
+/// A restored binding is online since it was bound. KEYS: key, then on one server this node's
+/// key set and the events channel. ARGV: now, node, sid, exp ms, ttl ms, bound ms (this node's
+/// clock), then on a cluster the events channel.
+pub(super) const REASSERT: &str = r"
+local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'since')
+if h[1] == 'revoked' then return 'revoked' end
+if h[1] == 'online' and h[2] ~= ARGV[2] and tonumber(h[4] or '0') >= tonumber(ARGV[6]) then
+  return 'elsewhere'
+end
+redis.call('SADD', KEYS[2], KEYS[1]) --one
+if h[1] == 'online' and h[3] == ARGV[3] then return 'kept' end
+redis.call('HSET', KEYS[1], 'st', 'online', 'node', ARGV[2], 'sid', ARGV[3], 'since', ARGV[6], 'eb', '1', 'exp', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('PUBLISH', $EVENTS, KEYS[1])
+return 'restored'";
+
+/// What a tab declared: only from the socket that holds the key; an equal declaration changes
+/// nothing. KEYS: key, then on one server the events channel. ARGV: node, sid, handles
+/// (joined), page tools ('' for none), then on a cluster the events channel.
+pub(super) const DECLARE: &str = r"
+local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'hd', 'pt', 'rv')
+if h[1] ~= 'online' or h[2] ~= ARGV[1] or h[3] ~= ARGV[2] then return {'not_bound'} end
+if h[4] == ARGV[3] and (h[5] or '') == ARGV[4] then return {'same', h[6] or '0'} end
+redis.call('HSET', KEYS[1], 'hd', ARGV[3])
+if ARGV[4] == '' then redis.call('HDEL', KEYS[1], 'pt') else redis.call('HSET', KEYS[1], 'pt', ARGV[4]) end
+local rv = redis.call('HINCRBY', KEYS[1], 'rv', 1)
+redis.call('PUBLISH', $EVENTS, KEYS[1])
+return {'ok', tostring(rv)}";
+
+/// A call's in-flight slot, and where the tab is. KEYS: key, in-flight counter, then on one
+/// server the nodes and the agent's rate window. ARGV: max in flight, counter ttl ms, then on
+/// one server suspect ms, the agent's rate limit and window ms.
+pub(super) const ACQUIRE: &str = r"
+if not spend(KEYS[4], ARGV[4], ARGV[5]) then return {'rate'} end --one
+local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
+if not h[1] or h[1] == 'revoked' then return {'unknown'} end
+local n = redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+if n > tonumber(ARGV[1]) then
+  redis.call('DECR', KEYS[2])
+  return {'busy'}
+end
+local p = place(h, KEYS[3], ARGV[3]) --one
+if p then return {'ok', p[1], p[2]} end --one
+if h[1] == 'online' then return {'ok', h[2], h[3]} end --cluster
+return {'ok'}";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_form_keeps_its_own_lines() {
+        let source = "a()\nb() --one\nc() --cluster\nd($EVENTS)";
+        assert_eq!(text(source, false, "KEYS[3]"), "a()\nb()\nd(KEYS[3])\n");
+        assert_eq!(text(source, true, "ARGV[7]"), "a()\nc()\nd(ARGV[7])\n");
+    }
+
+    #[test]
+    fn no_marker_or_placeholder_is_left() {
+        for source in [LOOKUP, BIND, RELEASE, REVOKE, REASSERT, DECLARE, ACQUIRE] {
+            for cluster in [false, true] {
+                let form = text(source, cluster, "X");
+                assert!(
+                    !form.contains("--one") && !form.contains("--cluster"),
+                    "{form}"
+                );
+                assert!(!form.contains("$EVENTS"), "{form}");
+            }
+        }
+        // The cross-slot steps are the one-server form's only.
+        let cluster = text(BIND, true, "ARGV[7]");
+        assert!(
+            !cluster.contains("SADD") && !cluster.contains("SREM"),
+            "{cluster}"
+        );
+        assert!(!text(ACQUIRE, true, "").contains("spend("));
+        assert!(!text(LOOKUP, true, "").contains("place("));
+    }
+}
