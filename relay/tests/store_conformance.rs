@@ -379,31 +379,6 @@ async fn redis_store_on_a_cluster() {
         .expect("check-config on the cluster");
 }
 
-/// The same suite on a TLS-only Redis Cluster (the cluster bus and replication on TLS too),
-/// through `rediss+cluster://`, trusting the test's own CA; without the CA it is refused.
-#[tokio::test]
-async fn redis_store_on_a_tls_cluster() {
-    let certs = tls::make_certificates();
-    let dir = certs.0.clone();
-    let servers = tokio::task::spawn_blocking(move || cluster::start_tls_cluster(&dir))
-        .await
-        .expect("the TLS cluster starts");
-    let url = servers.url();
-    assert!(url.starts_with("rediss+cluster://"), "{url}");
-    let untrusted = Cluster::connect(&url, settings()).await;
-    let err = format!("{:#}", untrusted.err().expect("an unknown CA is refused"));
-    assert!(
-        err.contains("not trusted") || err.contains("certificate"),
-        "{err}"
-    );
-    let ca = std::fs::read(certs.0.join("ca.crt")).expect("the CA");
-    let cluster = connect_to(&url, Some(ca)).await;
-    let store = RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN, BOUND)
-        .with_agents(&[[7; 32]], AGENT_RATE);
-    suite(&store).await;
-    drop(servers);
-}
-
 /// The Redis scripts follow the lifecycle table: every reachable key, every event that a script
 /// carries out (bind, release, revoke; issue and expiry are plain writes and TTLs, covered
 /// above), the same outcome and the same next phase as [`lifecycle::apply`].

@@ -6,6 +6,9 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use relay::store::RedisStore;
+use relay::store::redis::Cluster;
+
 use super::tls::Scratch;
 
 /// The cluster's servers, killed (and their files removed) when dropped.
@@ -205,4 +208,34 @@ pub fn check_config(cluster: &RedisCluster) {
     let (code, text) = run(&format!("{}/0", cluster.url()), &["check-config"]);
     assert_eq!(code, Some(64), "{text}");
     assert!(text.contains("(cluster) takes no path"), "{text}");
+}
+
+/// The same suite on a TLS-only Redis Cluster (the cluster bus and replication on TLS too),
+/// through `rediss+cluster://`, trusting the test's own CA; without the CA it is refused.
+#[tokio::test]
+async fn redis_store_on_a_tls_cluster() {
+    let certs = super::tls::make_certificates();
+    let dir = certs.0.clone();
+    let servers = tokio::task::spawn_blocking(move || start_tls_cluster(&dir))
+        .await
+        .expect("the TLS cluster starts");
+    let url = servers.url();
+    assert!(url.starts_with("rediss+cluster://"), "{url}");
+    let untrusted = Cluster::connect(&url, super::settings()).await;
+    let err = format!("{:#}", untrusted.err().expect("an unknown CA is refused"));
+    assert!(
+        err.contains("not trusted") || err.contains("certificate"),
+        "{err}"
+    );
+    let ca = std::fs::read(certs.0.join("ca.crt")).expect("the CA");
+    let cluster = super::connect_to(&url, Some(ca)).await;
+    let store = RedisStore::new(
+        cluster,
+        super::local_keys(),
+        super::TOKENS_PER_MIN,
+        super::BOUND,
+    )
+    .with_agents(&[[7; 32]], super::AGENT_RATE);
+    super::suite(&store).await;
+    drop(servers);
 }

@@ -5,8 +5,7 @@
 //! token cannot bind them again. Everything here is in memory, sharded by `DashMap`: no lock is
 //! shared by two keys, and no shard lock is ever held across an `.await`.
 //!
-//! Callers waiting for an offline key park on the key's own `Notify`; binding, revoking and
-//! removal wake them.
+//! Callers waiting for an offline key park on the key's own `Notify`; binding, revoking and removal wake them.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -229,7 +228,7 @@ impl Keys {
         let binding = Binding {
             socket: socket.clone(),
             gone: CancellationToken::new(),
-            bound_ms: crate::tokens::unix_now_ms(),
+            bound_ms: unix_now_ms(),
         };
         let shown = match proof {
             Proof::Token { exp } => Shown::Token {
