@@ -7,8 +7,9 @@
 //! node's server id (`BroadcastOptions::server_id`) it publishes on that node's own request channel
 //! instead and waits for that one node. socketioxide's operators (`io.to(room).emit(…)`) do not
 //! let the caller set it, so this adapter wraps socketioxide-redis's and sets it for the emits run
-//! inside [`to_server`]: a delivery that knows from Redis which node holds the tab
-//! ([`crate::calls`]) runs its emit there. Everything else is passed through unchanged.
+//! inside [`to_server`]: a delivery that knows from Redis which node holds the tab (the call
+//! path, the dismissal of a replaced or revoked tab) runs its emit there. Everything else is
+//! passed through unchanged.
 
 use std::future::Future;
 use std::sync::Arc;
