@@ -191,26 +191,25 @@ async fn check_token(s: &TabSocket, app: &App, auth: Option<Value>) -> Result<()
             )));
         }
     };
+    let verified = app.tokens.verify(&token).map_err(|err| {
+        tracing::info!(token = %Fp(&token), reason = %err, "handshake refused");
+        Refusal(token_refusal(&err))
+    })?;
+    // Only a token that verifies waits for a place among the binds.
     let turn = take_turn(app).await.map_err(Refusal)?;
-    match app.tokens.verify(&token) {
-        Ok(verified) => match is_revoked(app, &verified.api_key).await {
-            Ok(true) => {
-                tracing::info!(key = %Fp(&verified.api_key), "handshake refused: key revoked");
-                Err(Refusal(bind_refusal(BindError::Revoked)))
-            }
-            Ok(false) => {
-                s.extensions().insert(HandshakeToken(Arc::new(verified)));
-                s.extensions().insert(Turn(Arc::new(turn)));
-                s.extensions()
-                    .insert(Binding(Arc::new(tokio::sync::Notify::new())));
-                Ok(())
-            }
-            Err(e) => Err(Refusal(e)),
-        },
-        Err(err) => {
-            tracing::info!(token = %Fp(&token), reason = %err, "handshake refused");
-            Err(Refusal(token_refusal(&err)))
+    match is_revoked(app, &verified.api_key).await {
+        Ok(true) => {
+            tracing::info!(key = %Fp(&verified.api_key), "handshake refused: key revoked");
+            Err(Refusal(bind_refusal(BindError::Revoked)))
         }
+        Ok(false) => {
+            s.extensions().insert(HandshakeToken(Arc::new(verified)));
+            s.extensions().insert(Turn(Arc::new(turn)));
+            s.extensions()
+                .insert(Binding(Arc::new(tokio::sync::Notify::new())));
+            Ok(())
+        }
+        Err(e) => Err(Refusal(e)),
     }
 }
 
