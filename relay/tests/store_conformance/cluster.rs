@@ -180,25 +180,7 @@ fn start(tls: Option<&std::path::Path>) -> RedisCluster {
 /// `relay check-config` on a cluster URL: `--connect` says the cluster serves every slot; a
 /// cluster URL with a path is named as wrong without being connected to.
 pub fn check_config(cluster: &RedisCluster) {
-    let run = |url: &str, args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_relay"))
-            .args(args)
-            .env_clear()
-            .env("LIVEKIT_API_KEY", "devkey")
-            .env("LIVEKIT_API_SECRET", "test-livekit-secret-0123456789abcdef")
-            .env("RELAY_AGENT_SECRET", "test-agent-secret-0123456789")
-            .env("RELAY_TOKEN_ISSUER_SECRET", "test-issuer-secret-0123456789")
-            .env("RELAY_ADDR", "127.0.0.1:0")
-            .env("RELAY_REDIS_URL", url)
-            .output()
-            .expect("the relay runs");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.code(), text)
-    };
+    let run = |url: &str, args: &[&str]| super::tls::run_relay(url, None, args);
     let (code, text) = run(&cluster.url(), &["check-config", "--connect"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(

@@ -155,6 +155,30 @@ pub fn start_tls_redis(certs: &Path) -> RedisServer {
     RedisServer { child, port }
 }
 
+/// Runs the relay binary with `args` on Redis at `url` (trusting `ca`, when given) and the other
+/// settings it needs; its exit code and everything it printed.
+pub fn run_relay(url: &str, ca: Option<&Path>, args: &[&str]) -> (Option<i32>, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_relay"));
+    cmd.args(args)
+        .env_clear()
+        .env("LIVEKIT_API_KEY", "devkey")
+        .env("LIVEKIT_API_SECRET", "test-livekit-secret-0123456789abcdef")
+        .env("RELAY_AGENT_SECRET", "test-agent-secret-0123456789")
+        .env("RELAY_TOKEN_ISSUER_SECRET", "test-issuer-secret-0123456789")
+        .env("RELAY_ADDR", "127.0.0.1:0")
+        .env("RELAY_REDIS_URL", url);
+    if let Some(ca) = ca {
+        cmd.env("RELAY_REDIS_CA_FILE", ca);
+    }
+    let out = cmd.output().expect("the relay runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
 /// The relay binary: `check-config --connect` and a start with a wrong password, or without the
 /// CA, fail with a clear reason and never print the password; with both right it connects.
 #[test]
@@ -163,27 +187,7 @@ fn the_binary_names_a_wrong_password_or_an_untrusted_certificate() {
     let server = start_tls_redis(&certs.0);
     let ca = certs.0.join("ca.crt");
     let url = |password: &str| format!("rediss://{USER}:{password}@127.0.0.1:{}", server.port);
-    let run = |url: &str, ca: Option<&Path>, args: &[&str]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_relay"));
-        cmd.args(args)
-            .env_clear()
-            .env("LIVEKIT_API_KEY", "devkey")
-            .env("LIVEKIT_API_SECRET", "test-livekit-secret-0123456789abcdef")
-            .env("RELAY_AGENT_SECRET", "test-agent-secret-0123456789")
-            .env("RELAY_TOKEN_ISSUER_SECRET", "test-issuer-secret-0123456789")
-            .env("RELAY_ADDR", "127.0.0.1:0")
-            .env("RELAY_REDIS_URL", url);
-        if let Some(ca) = ca {
-            cmd.env("RELAY_REDIS_CA_FILE", ca);
-        }
-        let out = cmd.output().expect("the relay runs");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.code(), text)
-    };
+    let run = run_relay;
     // The server may still be starting: the right settings are tried until they connect.
     let mut ok = (None, String::new());
     for _ in 0..50 {
