@@ -11,6 +11,10 @@ export const LIVEKIT_KEY = 'devkey';
 
 /** A fresh test secret: `prefix-` and 48 hex digits. */
 export const secret = (prefix) => `${prefix}-${randomBytes(24).toString('hex')}`;
+
+/** The secrets every relay node of one set must share (each node verifies the others' tokens
+ * and takes the same agents): spread into each node's environment. */
+export const nodeSecrets = () => ({ LIVEKIT_API_SECRET: secret('lk'), RELAY_AGENT_SECRET: secret('as') });
 /** A fresh token-issuer secret (what an operator puts in RELAY_TOKEN_ISSUER_SECRET). */
 export const issuerSecret = () => secret('is');
 /** A well-formed key that no relay issued. */

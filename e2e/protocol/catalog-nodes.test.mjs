@@ -4,11 +4,10 @@
 // B, and a mode set through B reaches the tab on A.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startRelay, startRedis, startWorker, runWorker, within } from '../harness/index.mjs';
+import { startRelay, startRedis, startWorker, runWorker, within, nodeSecrets } from '../harness/index.mjs';
 
 const CATALOG = {
   initialMode: 'lobby',
@@ -43,8 +42,7 @@ let catalogPath;
 before(async () => {
   redis = await startRedis();
   const shared = {
-    LIVEKIT_API_SECRET: `lk-${randomBytes(24).toString('hex')}`,
-    RELAY_AGENT_SECRET: `as-${randomBytes(24).toString('hex')}`,
+    ...nodeSecrets(),
     RELAY_REDIS_URL: redis.url,
   };
   A = await startRelay(shared, { name: 'relay-a' });

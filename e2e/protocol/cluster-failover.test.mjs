@@ -3,8 +3,8 @@
 // through the Socket.IO adapter's sharded channels; a tab bound after the failover is reached too.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash, randomBytes } from 'node:crypto';
-import { startNode, startRedis, sleep, onRedisCluster } from '../harness/index.mjs';
+import { createHash } from 'node:crypto';
+import { startNode, startRedis, sleep, onRedisCluster, nodeSecrets } from '../harness/index.mjs';
 
 const skip = onRedisCluster ? false : 'needs a Redis Cluster (E2E_REDIS=cluster); one server has no replica to take over';
 if (skip) console.log(`# cluster-failover.test.mjs skipped: ${skip}`);
@@ -12,8 +12,7 @@ if (skip) console.log(`# cluster-failover.test.mjs skipped: ${skip}`);
 let redis;
 const nodes = [];
 const shared = {
-  LIVEKIT_API_SECRET: `lk-${randomBytes(24).toString('hex')}`,
-  RELAY_AGENT_SECRET: `as-${randomBytes(24).toString('hex')}`,
+  ...nodeSecrets(),
   RELAY_RECONNECT_GRACE_MS: '20000',
 };
 

@@ -8,15 +8,14 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { io } from 'socket.io-client';
 import { pathToFileURL } from 'node:url';
-import { startNode, startRelay, startRedis, startBalancer, startHaproxy, requestFrom, Tab, sleep, within, webClientNode } from '../harness/index.mjs';
+import { startNode, startRelay, startRedis, startBalancer, startHaproxy, requestFrom, Tab, sleep, within, webClientNode, nodeSecrets } from '../harness/index.mjs';
 
 const { VoiceRelayClient } = await import(pathToFileURL(webClientNode).href);
 
 let redis;
 let nodes = [];
 const shared = {
-  LIVEKIT_API_SECRET: `lk-${randomBytes(24).toString('hex')}`,
-  RELAY_AGENT_SECRET: `as-${randomBytes(24).toString('hex')}`,
+  ...nodeSecrets(),
   RELAY_RECONNECT_GRACE_MS: '20000',
 };
 

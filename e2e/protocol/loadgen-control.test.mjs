@@ -6,13 +6,11 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
-import { startRelay, startRedis, within, sleep, loadgenBin } from '../harness/index.mjs';
+import { startRelay, startRedis, within, sleep, loadgenBin, nodeSecrets } from '../harness/index.mjs';
 
 const shared = {
-  LIVEKIT_API_SECRET: `lk-${randomBytes(24).toString('hex')}`,
-  RELAY_AGENT_SECRET: `as-${randomBytes(24).toString('hex')}`,
+  ...nodeSecrets(),
   RELAY_AGENT_RATE_PER_SEC: '1000000',
   RELAY_TOKEN_RATE_PER_MIN: '100000',
   RUST_LOG: 'info',

@@ -6,8 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { randomBytes } from 'node:crypto';
-import { startNode, startRedis, sleep, onRedisCluster } from '../harness/index.mjs';
+import { startNode, startRedis, sleep, onRedisCluster, nodeSecrets } from '../harness/index.mjs';
 
 // A proxy in front of one server cannot cut a node from a Redis Cluster: the cluster's
 // redirections name its servers' own addresses, which the node then reaches directly.
@@ -23,8 +22,7 @@ let A;
 let B;
 let C;
 const shared = {
-  LIVEKIT_API_SECRET: `lk-${randomBytes(24).toString('hex')}`,
-  RELAY_AGENT_SECRET: `as-${randomBytes(24).toString('hex')}`,
+  ...nodeSecrets(),
   RELAY_RECONNECT_GRACE_MS: '60000',
   RELAY_TOKEN_MODE: 'open',
 };

@@ -8,8 +8,7 @@
 // every tab succeeds, without restarting anything.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { startNode, sleep, startSentinels } from '../harness/index.mjs';
+import { startNode, sleep, startSentinels, nodeSecrets } from '../harness/index.mjs';
 
 /** How long after the sentinels name the new primary the nodes must serve again (ms). */
 const SETTLE_BOUND = 3000;
@@ -17,8 +16,7 @@ const SETTLE_BOUND = 3000;
 let set;
 const nodes = [];
 const shared = {
-  LIVEKIT_API_SECRET: `lk-${randomBytes(24).toString('hex')}`,
-  RELAY_AGENT_SECRET: `as-${randomBytes(24).toString('hex')}`,
+  ...nodeSecrets(),
   RELAY_RECONNECT_GRACE_MS: '20000',
 };
 

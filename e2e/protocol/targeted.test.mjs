@@ -9,10 +9,10 @@
 // from another node, or revoked there, is told through its own node's channel alone.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { execFile, spawn } from 'node:child_process';
 import { io } from 'socket.io-client';
-import { startNode, startRedis, startBalancer, onRedisCluster, eventually, sleep, within, Tab } from '../harness/index.mjs';
+import { startNode, startRedis, startBalancer, onRedisCluster, eventually, sleep, within, Tab, nodeSecrets } from '../harness/index.mjs';
 
 const GLOBAL = 'va-relay-request#/#';
 
@@ -20,8 +20,7 @@ let redis;
 const nodes = [];
 const monitors = [];
 const shared = {
-  LIVEKIT_API_SECRET: `lk-${randomBytes(24).toString('hex')}`,
-  RELAY_AGENT_SECRET: `as-${randomBytes(24).toString('hex')}`,
+  ...nodeSecrets(),
 };
 let A;
 let B;
