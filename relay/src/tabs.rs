@@ -247,19 +247,6 @@ async fn on_register<A: RelayAdapter>(
     ack: AckSender<A>,
 ) {
     let s = A::tab(&s);
-    let turn = match &arg {
-        Value::String(_) => match take_turn(&app).await {
-            Ok(turn) => Some(turn),
-            Err(error) => {
-                let _ = ack.send(&RegisterAck {
-                    ok: false,
-                    error: Some(error),
-                });
-                return;
-            }
-        },
-        _ => None,
-    };
     let outcome = match &arg {
         Value::String(k) if is_api_key(k) && !app.config.allow_bare_keys => {
             tracing::info!(key = %Fp(k), "register refused: bare keys are off");
@@ -269,13 +256,13 @@ async fn on_register<A: RelayAdapter>(
                  handshake, or voice-agent:register with the token)",
             ))
         }
-        Value::String(k) if is_api_key(k) => bind(&app, &s, k, Proof::BareKey).await,
+        Value::String(k) if is_api_key(k) => bind_in_turn(&app, &s, k, Proof::BareKey).await,
         Value::String(k) if k.starts_with(relay_wire::API_KEY_PREFIX) => Err(error_object(
             ErrorCode::InvalidRequest,
             "a key is va_ followed by 64 lowercase hex characters",
         )),
         Value::String(jwt) => match app.tokens.verify(jwt) {
-            Ok(v) => bind(&app, &s, &v.api_key, Proof::Token { exp: v.exp }).await,
+            Ok(v) => bind_in_turn(&app, &s, &v.api_key, Proof::Token { exp: v.exp }).await,
             Err(err) => {
                 tracing::info!(token = %Fp(jwt), reason = %err, "register refused");
                 Err(token_refusal(&err))
@@ -296,7 +283,6 @@ async fn on_register<A: RelayAdapter>(
             "expected a key or a token",
         )),
     };
-    drop(turn);
     let answer = match outcome {
         Ok(()) => RegisterAck {
             ok: true,
@@ -308,6 +294,18 @@ async fn on_register<A: RelayAdapter>(
         },
     };
     let _ = ack.send(&answer);
+}
+
+/// [`bind`] once a place among the binds is free (a registration; a handshake takes its place in
+/// the middleware).
+async fn bind_in_turn(
+    app: &App,
+    s: &TabSocket,
+    key: &str,
+    proof: Proof,
+) -> Result<(), ErrorObject> {
+    let _turn = take_turn(app).await?;
+    bind(app, s, key, proof).await
 }
 
 /// Binds `key` to socket `s`, unbinding whatever key `s` held before and displacing whatever
