@@ -12,10 +12,10 @@
 //! nothing waits for this lookup, and nothing is lost without it. Entries unused for
 //! [`FORGET_AFTER`] are dropped, so the memory is bounded by the nodes recently delivered to.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use dashmap::DashMap;
 use socketioxide_core::Uid;
 use tokio::time::Instant;
 
@@ -46,59 +46,65 @@ struct Entry {
     at: Instant,
 }
 
-/// The Socket.IO server ids of the other nodes, as read from Redis.
+/// The Socket.IO server ids of the other nodes, as read from Redis. Read on the call path of
+/// every cross-node call: a `DashMap`, so calls share no lock but their shard's, held briefly.
 #[derive(Default)]
 pub struct Servers {
-    map: Mutex<HashMap<String, Entry>>,
+    map: DashMap<String, Entry>,
+}
+
+impl Entry {
+    /// What a read finds in this entry at `now`: the server, or that a lookup is under way or
+    /// failed lately (so none starts); `None` when a lookup is due.
+    fn answer(&mut self, now: Instant) -> Option<Result<Uid, bool>> {
+        match self.known {
+            Known::Server(uid) => {
+                self.at = now;
+                Some(Ok(uid))
+            }
+            Known::Looking if now.duration_since(self.at) < LOOKUP_BOUND => Some(Err(false)),
+            Known::Missing if now.duration_since(self.at) < RETRY_AFTER => Some(Err(false)),
+            _ => None,
+        }
+    }
 }
 
 impl Servers {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// The server of `node` if known; otherwise whether a lookup should start now (and marks it
     /// started).
     fn get(&self, node: &str, now: Instant) -> Result<Uid, bool> {
-        let mut map = self.lock();
-        match map.get_mut(node) {
-            Some(Entry {
-                known: Known::Server(uid),
-                at,
-            }) => {
-                *at = now;
-                return Ok(*uid);
-            }
-            Some(Entry {
-                known: Known::Looking,
-                at,
-            }) if now.duration_since(*at) < LOOKUP_BOUND => return Err(false),
-            Some(Entry {
-                known: Known::Missing,
-                at,
-            }) if now.duration_since(*at) < RETRY_AFTER => return Err(false),
-            _ => {}
+        if let Some(answer) = self.map.get_mut(node).and_then(|mut e| e.answer(now)) {
+            return answer;
         }
-        map.retain(|_, e| now.duration_since(e.at) < FORGET_AFTER);
-        map.insert(
-            node.to_owned(),
-            Entry {
-                known: Known::Looking,
-                at: now,
-            },
-        );
+        self.map
+            .retain(|_, e| now.duration_since(e.at) < FORGET_AFTER);
+        let looking = Entry {
+            known: Known::Looking,
+            at: now,
+        };
+        match self.map.entry(node.to_owned()) {
+            // Another call may have started the lookup (or finished it) meanwhile.
+            dashmap::Entry::Occupied(mut held) => {
+                if let Some(answer) = held.get_mut().answer(now) {
+                    return answer;
+                }
+                held.insert(looking);
+            }
+            dashmap::Entry::Vacant(free) => {
+                free.insert(looking);
+            }
+        }
         Err(true)
     }
 
     fn set(&self, node: &str, server: Option<Uid>, now: Instant) {
         let known = server.map_or(Known::Missing, Known::Server);
-        self.lock()
-            .insert(node.to_owned(), Entry { known, at: now });
+        self.map.insert(node.to_owned(), Entry { known, at: now });
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.lock().len()
+        self.map.len()
     }
 }
 
