@@ -118,6 +118,17 @@ pub struct CallMeta {
     /// Milliseconds the tab has to answer, counted from when the event was sent; `null` for a
     /// call that expects no answer. Relative, so a skewed browser clock does not matter.
     pub deadline_ms: Option<u64>,
+    /// The W3C `traceparent` of the call, when it has one: the tab's handler works inside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// The W3C `tracestate` that came with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
+    /// True when the relay reads `handlerMs` beside `ok` in the answer's envelope
+    /// ([`TabAnswer::from_timed_ack`]); a tab answers with it only then, so a relay that does
+    /// not say so never sees the field.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub accepts_handler_ms: bool,
 }
 
 /// Lifecycle state of a key as the agent API reports it.

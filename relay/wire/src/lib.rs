@@ -11,6 +11,8 @@ mod names;
 mod secret;
 #[cfg(test)]
 mod tests;
+mod timing;
+mod trace;
 
 pub use answer::*;
 pub use bodies::*;
@@ -18,6 +20,8 @@ pub use error::*;
 pub use handles::*;
 pub use names::*;
 pub use secret::*;
+pub use timing::*;
+pub use trace::*;
 
 /// Schemas of the fields that serde's types cannot say (an `ok` that is always `true` or always
 /// `false`), and a touch to the generated documents.

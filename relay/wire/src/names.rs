@@ -35,6 +35,12 @@ pub mod headers {
     /// The tab's routing key on requests to the agent worker's agent API and MCP endpoint (never
     /// in a URL).
     pub const VOICE_AGENT_KEY: &str = "x-voice-agent-key";
+    /// W3C Trace Context: the caller's trace and span ([`crate::TraceParent`]).
+    pub const TRACEPARENT: &str = "traceparent";
+    /// W3C Trace Context: vendors' trace state ([`crate::TraceState`]).
+    pub const TRACESTATE: &str = "tracestate";
+    /// The split of a tool call's time the relay answers with: `relay`, `delivery`, `tab`.
+    pub const SERVER_TIMING: &str = "server-timing";
 
     /// The credential of an `Authorization: Bearer <credential>` value (scheme case-insensitive).
     pub fn bearer(authorization: &str) -> Option<&str> {

@@ -5,8 +5,8 @@
 use proptest::prelude::*;
 use relay_wire::{
     CallMeta, ErrorBody, ErrorCode, ErrorObject, KeyState, KeyStatus, ParticipantMetadata,
-    RegisterAck, TabAnswer, TokenRequest, TokenResponse, ToolCallRequest, headers, is_api_key,
-    is_tool_name,
+    RegisterAck, TabAnswer, TokenRequest, TokenResponse, ToolCallRequest, TraceParent, TraceState,
+    headers, is_api_key, is_tool_name,
 };
 use serde_json::{Value, json};
 
@@ -53,6 +53,25 @@ fn opt_string() -> impl Strategy<Value = Option<String>> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn trace_context_parsers_never_panic_and_print_back(s in ".{0,600}", tp in "[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}") {
+        let _ = TraceParent::parse(&s);
+        let _ = TraceState::parse(&s);
+        let valid = !tp.starts_with("ff") && tp[3..35] != "0".repeat(32) && tp[36..52] != "0".repeat(16);
+        match TraceParent::parse(&tp) {
+            Some(parsed) => {
+                prop_assert!(valid);
+                prop_assert_eq!(&parsed.as_str()[3..], &tp[3..]);
+                prop_assert_eq!(TraceParent::parse(parsed.as_str()), Some(parsed));
+            }
+            None => prop_assert!(!valid),
+        }
+        if let Some(state) = TraceState::parse(&s) {
+            prop_assert_eq!(TraceState::parse(state.as_str()), Some(state.clone()));
+            prop_assert!(state.as_str().len() <= 512);
+        }
+    }
 
     #[test]
     fn keys_follow_the_rule(s in ".{0,80}") {
@@ -177,7 +196,11 @@ proptest! {
         call_id in ".{0,30}", expects in any::<bool>(), deadline in prop::option::of(any::<u64>()),
         since in any::<u64>(), grace in prop::option::of(any::<u64>()), state in 0u8..3, ok in any::<bool>(),
     ) {
-        let meta = CallMeta { call_id: call_id.clone(), expects_result: expects, deadline_ms: deadline };
+        let traceparent = deadline.map(|n| format!("00-{:032x}-{:016x}-01", u128::from(n) + 1, n | 1));
+        let meta = CallMeta {
+            call_id: call_id.clone(), expects_result: expects, deadline_ms: deadline,
+            tracestate: traceparent.as_ref().map(|_| "vendor=x".to_owned()), traceparent, accepts_handler_ms: ok,
+        };
         prop_assert_eq!(serde_json::from_str::<CallMeta>(&serde_json::to_string(&meta).unwrap()).unwrap(), meta);
         let state = [KeyState::Issued, KeyState::Online, KeyState::Offline][state as usize];
         let handles = deadline.map(|n| vec![format!("tool{}", n % 7)]);
