@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -147,14 +148,16 @@ impl BindGate {
         self.waiting.load(Ordering::Acquire)
     }
 
-    /// Probes the runtime's lateness and adjusts the limit, until the gate is dropped.
-    pub fn spawn_probe(self: &Arc<Self>) {
+    /// Probes the runtime's lateness (each probe recorded in `lateness`) and adjusts the limit,
+    /// until the gate is dropped.
+    pub fn spawn_probe(self: &Arc<Self>, lateness: Histogram) {
         let gate: Weak<BindGate> = Arc::downgrade(self);
         tokio::spawn(async move {
             loop {
                 let asked = Instant::now();
                 tokio::time::sleep(PROBE).await;
                 let lag = asked.elapsed().saturating_sub(PROBE);
+                lateness.observe(lag.as_secs_f64());
                 let Some(gate) = gate.upgrade() else { return };
                 gate.adjust(lag);
             }

@@ -62,6 +62,9 @@ fn find_secret<'a>(known: impl Iterator<Item = &'a [u8; 32]>, presented: &str) -
 impl App {
     pub fn new(config: Config, cluster: Option<Arc<Cluster>>) -> Arc<App> {
         let metrics = Arc::new(Metrics::new());
+        if let Some(cluster) = &cluster {
+            cluster.meter(&metrics);
+        }
         let keys = Arc::new(Keys::new(
             LifecycleConfig {
                 unbound_ttl: config.unbound_key_ttl,

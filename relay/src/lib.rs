@@ -26,6 +26,7 @@ pub mod sockets;
 pub mod store;
 pub mod tabs;
 pub mod targeted;
+pub mod telemetry;
 pub mod tokens;
 
 pub use app::App;

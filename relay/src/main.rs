@@ -3,8 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use relay::config::{Cli, Command, Config, LogFormat, RuntimeKind};
-use tracing_subscriber::EnvFilter;
+use relay::config::{Cli, Command, Config, RuntimeKind};
 
 /// Exit status for a configuration error (EX_USAGE).
 const EXIT_CONFIG: u8 = 64;
@@ -33,6 +32,13 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    let telemetry = match relay::telemetry::Settings::from_env() {
+        Ok(t) => t,
+        Err(err) => {
+            eprintln!("relay: configuration error: {err}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
     if let Some(Command::CheckConfig { connect }) = &cli.command {
         println!(
             "relay: configuration is valid (token mode {})",
@@ -43,7 +49,6 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    init_tracing(config.log_format);
     let mut builder = match config.runtime.resolve() {
         RuntimeKind::CurrentThread => tokio::runtime::Builder::new_current_thread(),
         _ => tokio::runtime::Builder::new_multi_thread(),
@@ -55,12 +60,26 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(config)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
+    let telemetry =
+        match relay::telemetry::init(config.log_format, &telemetry, runtime.handle().clone()) {
+            Ok(t) => t,
+            Err(err) => {
+                eprintln!("relay: {err}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        };
+    let served = runtime.block_on(async {
+        let served = serve(config).await;
+        if let Err(err) = &served {
             tracing::error!(cause = %format!("{err:#}"), "relay failed");
-            ExitCode::FAILURE
         }
+        // The spans still queued go out before the process ends.
+        telemetry.shutdown().await;
+        served
+    });
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::FAILURE,
     }
 }
 
@@ -112,24 +131,6 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         "relay listening on http://{addr}"
     );
     relay::run_connected(listener, config, cluster, relay::shutdown::signal()).await
-}
-
-/// Socket.IO and Engine.IO log whole packets below `info`, handshake tokens included, so they are
-/// capped at `info` whatever `RUST_LOG` asks for: no log line may hold a whole token.
-const CAPPED_TARGETS: [&str; 2] = ["socketioxide=info", "engineioxide=info"];
-
-fn init_tracing(format: LogFormat) {
-    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    for directive in CAPPED_TARGETS {
-        if let Ok(d) = directive.parse() {
-            filter = filter.add_directive(d);
-        }
-    }
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Text => builder.init(),
-    }
 }
 
 /// The glibc tunable the relay runs with: allocations of 16 KiB and more (a large call's body and

@@ -1,5 +1,7 @@
 //! Prometheus metrics. Every handle on the call path is created at start-up, so recording is an
-//! atomic add (and one short histogram lock), never a lookup in a labelled family.
+//! atomic add (and one short histogram lock), never a lookup in a labelled family. Every metric
+//! and its labels are described in `docs/operations.md`; no label holds a key, a call id or a
+//! room.
 
 use std::time::Duration;
 
@@ -17,8 +19,38 @@ struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct KindLabels {
+struct CallLabels {
     kind: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    route: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LaneLabels {
+    lane: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+/// One outcome's latency histograms, awaited and fire-and-forget.
+struct Latency {
+    awaited: Histogram,
+    fire: Histogram,
+    calls: Counter,
+}
+
+/// What one Redis connection's operations took, and how many failed ([`Metrics::redis_lane`]).
+#[derive(Clone)]
+pub struct LaneMeter {
+    pub latency: Histogram,
+    pub errors: Counter,
 }
 
 pub struct Metrics {
@@ -42,10 +74,17 @@ pub struct Metrics {
     pub binds_waiting: Gauge,
     /// Handshakes and registrations refused because no turn came in time.
     pub binds_refused_busy: Counter,
-    ok_calls: Counter,
-    failed_calls: Vec<(ErrorCode, Counter)>,
-    awaited_latency: Histogram,
-    fire_latency: Histogram,
+    /// 1 when `/readyz` would answer ready; set when scraped.
+    pub ready: Gauge,
+    /// How late the runtime woke a sleeping task, probed every 50 ms ([`crate::admission`]).
+    pub runtime_lateness: Histogram,
+    ok: Latency,
+    failed: Vec<(ErrorCode, Latency)>,
+    tab_handler: Histogram,
+    local_deliveries: Counter,
+    remote_deliveries: Counter,
+    lanes: Family<LaneLabels, Histogram>,
+    lane_errors: Family<LaneLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -54,101 +93,170 @@ impl Default for Metrics {
     }
 }
 
+/// 100 µs … ~3.3 s.
+fn call_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.0001, 2.0, 16))
+}
+
+/// 100 µs … ~1.6 s: Redis answers in well under a millisecond when it is near and well.
+fn short_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.0001, 2.0, 15))
+}
+
+/// 1 ms … ~2 min: a tab's handler may wait for its user.
+fn handler_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 18))
+}
+
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("relay");
-        let connected_tabs = Gauge::default();
-        let bound_keys = Gauge::default();
-        let known_keys = Gauge::default();
-        let calls_in_flight = Gauge::default();
-        let acks_pending = Gauge::default();
-        let calls_cancellable = Gauge::default();
-        let tokens_issued = Counter::default();
-        registry.register(
+        let gauge = |registry: &mut Registry, name: &str, help: &str| {
+            let g = Gauge::default();
+            registry.register(name, help, g.clone());
+            g
+        };
+        let counter = |registry: &mut Registry, name: &str, help: &str| {
+            let c = Counter::default();
+            registry.register(name, help, c.clone());
+            c
+        };
+        let connected_tabs = gauge(
+            &mut registry,
             "connected_tabs",
             "Sockets connected to the relay",
-            connected_tabs.clone(),
         );
-        registry.register("bound_keys", "Keys bound to a live tab", bound_keys.clone());
-        registry.register(
+        let bound_keys = gauge(&mut registry, "bound_keys", "Keys bound to a live tab");
+        let known_keys = gauge(
+            &mut registry,
             "known_keys",
             "Keys issued, online or offline",
-            known_keys.clone(),
         );
-        registry.register(
+        let calls_in_flight = gauge(
+            &mut registry,
             "calls_in_flight",
             "Calls holding a per-key in-flight slot on this node",
-            calls_in_flight.clone(),
         );
-        registry.register(
+        let acks_pending = gauge(
+            &mut registry,
             "acks_pending",
             "Awaited calls delivered and waiting for the tab's answer",
-            acks_pending.clone(),
         );
-        registry.register(
+        let calls_cancellable = gauge(
+            &mut registry,
             "calls_cancellable",
             "Calls with an Idempotency-Key that can still be cancelled",
-            calls_cancellable.clone(),
         );
-        registry.register(
+        let tokens_issued = counter(
+            &mut registry,
             "tokens_issued",
             "Tokens minted by the token service",
-            tokens_issued.clone(),
         );
-
-        let bind_limit = Gauge::default();
-        registry.register(
+        let bind_limit = gauge(
+            &mut registry,
             "bind_limit",
             "Binds this node runs at once at most, now (lower while it is saturated)",
-            bind_limit.clone(),
         );
-        let binds_waiting = Gauge::default();
-        registry.register(
+        let binds_waiting = gauge(
+            &mut registry,
             "binds_waiting",
             "Binds waiting for their turn",
-            binds_waiting.clone(),
         );
-        let binds_refused_busy = Counter::default();
-        registry.register(
+        let binds_refused_busy = counter(
+            &mut registry,
             "binds_refused_busy",
             "Binds refused as unavailable because no turn came in time",
-            binds_refused_busy.clone(),
         );
+        let ready = gauge(
+            &mut registry,
+            "ready",
+            "1 when the relay is ready to serve (as /readyz), 0 while draining or Redis is unreachable",
+        );
+        let build = Family::<BuildLabels, Gauge>::default();
+        registry.register(
+            "build_info",
+            "The relay's version (always 1)",
+            build.clone(),
+        );
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
 
         let calls = Family::<OutcomeLabels, Counter>::default();
         registry.register("tool_calls", "Tool calls by outcome", calls.clone());
-        let ok_calls = calls
-            .get_or_create(&OutcomeLabels { outcome: "ok" })
-            .clone();
-        let failed_calls = ErrorCode::ALL
-            .iter()
-            .map(|code| {
-                let counter = calls
-                    .get_or_create(&OutcomeLabels {
-                        outcome: code.as_str(),
-                    })
-                    .clone();
-                (*code, counter)
-            })
-            .collect();
-
-        let latency = Family::<KindLabels, Histogram>::new_with_constructor(|| {
-            // 100 µs … ~3.3 s.
-            Histogram::new(exponential_buckets(0.0001, 2.0, 16))
-        });
+        let latency = Family::<CallLabels, Histogram>::new_with_constructor(call_buckets);
         registry.register(
             "tool_call_duration_seconds",
-            "Time from a tool call's arrival to its answer; awaited calls include the tab's round trip",
+            "Time from a tool call's arrival to its answer, by kind and outcome; awaited calls include the tab's round trip",
             latency.clone(),
         );
-        let awaited_latency = latency
-            .get_or_create(&KindLabels { kind: "awaited" })
+        // Each handle is taken in a statement of its own: a family's read guard lives to the end
+        // of its statement, and creating the next entry needs the write lock.
+        let of = |outcome: &'static str| {
+            let awaited = latency
+                .get_or_create(&CallLabels {
+                    kind: "awaited",
+                    outcome,
+                })
+                .clone();
+            let fire = latency
+                .get_or_create(&CallLabels {
+                    kind: "fire_and_forget",
+                    outcome,
+                })
+                .clone();
+            let calls = calls.get_or_create(&OutcomeLabels { outcome }).clone();
+            Latency {
+                awaited,
+                fire,
+                calls,
+            }
+        };
+        let ok = of("ok");
+        let failed = ErrorCode::ALL
+            .iter()
+            .map(|code| (*code, of(code.as_str())))
+            .collect();
+
+        let tab_handler = handler_buckets();
+        registry.register(
+            "tab_handler_duration_seconds",
+            "The tab's handler time of awaited calls, as the tab reported it",
+            tab_handler.clone(),
+        );
+        let deliveries = Family::<RouteLabels, Counter>::default();
+        registry.register(
+            "deliveries",
+            "Delivery attempts by route: to a socket of this node, or through the adapter to another node",
+            deliveries.clone(),
+        );
+        let local_deliveries = deliveries
+            .get_or_create(&RouteLabels { route: "local" })
             .clone();
-        let fire_latency = latency
-            .get_or_create(&KindLabels {
-                kind: "fire_and_forget",
-            })
+        let remote_deliveries = deliveries
+            .get_or_create(&RouteLabels { route: "remote" })
             .clone();
+
+        let lanes = Family::<LaneLabels, Histogram>::new_with_constructor(short_buckets);
+        registry.register(
+            "redis_operation_duration_seconds",
+            "Redis operations by connection (lane), from sending to the answer",
+            lanes.clone(),
+        );
+        let lane_errors = Family::<LaneLabels, Counter>::default();
+        registry.register(
+            "redis_operation_errors",
+            "Redis operations that failed or got no answer in time, by connection (lane)",
+            lane_errors.clone(),
+        );
+        let runtime_lateness = short_buckets();
+        registry.register(
+            "runtime_lateness_seconds",
+            "How late the runtime woke a task sleeping 50 ms (probed every 50 ms): high when the node is saturated",
+            runtime_lateness.clone(),
+        );
 
         Metrics {
             registry,
@@ -162,31 +270,59 @@ impl Metrics {
             bind_limit,
             binds_waiting,
             binds_refused_busy,
-            ok_calls,
-            failed_calls,
-            awaited_latency,
-            fire_latency,
+            ready,
+            runtime_lateness,
+            ok,
+            failed,
+            tab_handler,
+            local_deliveries,
+            remote_deliveries,
+            lanes,
+            lane_errors,
         }
     }
 
-    /// Records one finished tool call.
-    pub fn call_finished(&self, outcome: Result<(), ErrorCode>, awaited: bool, took: Duration) {
-        match outcome {
-            Ok(()) => {
-                self.ok_calls.inc();
-                let histogram = if awaited {
-                    &self.awaited_latency
-                } else {
-                    &self.fire_latency
-                };
-                histogram.observe(took.as_secs_f64());
-            }
-            Err(code) => {
-                if let Some((_, counter)) = self.failed_calls.iter().find(|(c, _)| *c == code) {
-                    counter.inc();
-                }
-            }
+    /// Records one finished tool call, and the tab's handler time when it reported one.
+    pub fn call_finished(
+        &self,
+        outcome: Result<(), ErrorCode>,
+        awaited: bool,
+        took: Duration,
+        tab: Option<Duration>,
+    ) {
+        let latency = match outcome {
+            Ok(()) => &self.ok,
+            Err(code) => match self.failed.iter().find(|(c, _)| *c == code) {
+                Some((_, latency)) => latency,
+                None => return,
+            },
+        };
+        latency.calls.inc();
+        let histogram = if awaited {
+            &latency.awaited
+        } else {
+            &latency.fire
+        };
+        histogram.observe(took.as_secs_f64());
+        if let Some(tab) = tab {
+            self.tab_handler.observe(tab.as_secs_f64());
         }
+    }
+
+    /// Counts one delivery attempt, to another node (`remote`) or to a socket of this one.
+    pub fn delivered(&self, remote: bool) {
+        if remote {
+            self.remote_deliveries.inc();
+        } else {
+            self.local_deliveries.inc();
+        }
+    }
+
+    /// The meter of the Redis connection `lane` (its operations' latency and failures).
+    pub fn redis_lane(&self, lane: &'static str) -> LaneMeter {
+        let latency = self.lanes.get_or_create(&LaneLabels { lane }).clone();
+        let errors = self.lane_errors.get_or_create(&LaneLabels { lane }).clone();
+        LaneMeter { latency, errors }
     }
 
     /// The Prometheus text exposition.

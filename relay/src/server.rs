@@ -120,7 +120,7 @@ pub async fn run_connected(
         );
     }
     let app = App::new(config, cluster);
-    app.binds.spawn_probe();
+    app.binds.spawn_probe(app.metrics.runtime_lateness.clone());
     let (router, io) = build(app.clone()).await?;
     let maintainer = app
         .cluster

@@ -52,17 +52,26 @@ pub(crate) async fn healthz() -> Response {
     ),
 )]
 pub(crate) async fn readyz(State(app): State<Arc<App>>) -> Response {
-    if app.drain.is_draining() {
-        Health::response(StatusCode::SERVICE_UNAVAILABLE, Some("draining"))
-    } else if !app.store.is_healthy() {
-        Health::response(StatusCode::SERVICE_UNAVAILABLE, Some("redis unreachable"))
-    } else {
-        Health::response(StatusCode::OK, None)
+    match not_ready(&app) {
+        Some(reason) => Health::response(StatusCode::SERVICE_UNAVAILABLE, Some(reason)),
+        None => Health::response(StatusCode::OK, None),
     }
 }
 
-/// Prometheus metrics (OpenMetrics text): connected tabs, bound keys, tool calls by outcome,
-/// round-trip latency.
+/// Why the relay is not ready now, if it is not.
+fn not_ready(app: &App) -> Option<&'static str> {
+    if app.drain.is_draining() {
+        Some("draining")
+    } else if !app.store.is_healthy() {
+        Some("redis unreachable")
+    } else {
+        None
+    }
+}
+
+/// Prometheus metrics (OpenMetrics text), each described in `docs/operations.md`: tabs and keys,
+/// tool calls by outcome with their latency, the tabs' handler time, deliveries by route, binds,
+/// Redis operations by connection, the runtime's lateness, readiness, the build.
 #[utoipa::path(
     get,
     path = "/metrics",
@@ -87,6 +96,7 @@ pub(crate) async fn metrics(
     app.metrics.calls_cancellable.set(running.len() as i64);
     app.metrics.bind_limit.set(app.binds.limit() as i64);
     app.metrics.binds_waiting.set(app.binds.waiting() as i64);
+    app.metrics.ready.set(i64::from(not_ready(&app).is_none()));
     (
         [(
             header::CONTENT_TYPE,

@@ -2,24 +2,31 @@
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
-use relay_wire::{ErrorBody, ErrorCode, ToolCallRequest, ToolCallResponse, headers};
+use relay_wire::{
+    ErrorBody, ErrorCode, ServerTiming, ToolCallRequest, ToolCallResponse, TraceContext, headers,
+};
+use tracing::{Instrument, Span, field};
 
 use super::{authorize, key_param, parse_object, read_body};
 use crate::app::App;
-use crate::calls::{self, Call};
-use crate::error::{ApiError, encode, json_response};
+use crate::calls::{self, Call, Timing};
+use crate::error::{ApiError, encode, json_response, truncate};
 use crate::idempotency::{self, Outcome};
 use crate::store::KeyStore;
 use crate::store::claims::Claimed;
+use crate::telemetry;
 use relay_wire::{ApiKey, CallTimeout, Fp, ToolName};
 
 /// Sends one tool call to the tab bound to `apiKey`: fire-and-forget, or awaited
 /// (`awaitResult`) with the tab's answer as `result`. A call to an offline key waits, within its
-/// timeout, for the tab to come back.
+/// timeout, for the tab to come back. A call that ran answers with `Server-Timing` (`relay`,
+/// `delivery`, `tab`: where its time went, in milliseconds).
 #[utoipa::path(
     post,
     path = "/api/voice-agent/tool-call",
@@ -28,6 +35,10 @@ use relay_wire::{ApiKey, CallTimeout, Fp, ToolName};
     params(
         ("Idempotency-Key" = Option<String>, Header, pattern = "^[\\x21-\\x7E]{1,255}$",
             description = "Retry key: a repeat for the same key within 5 minutes gets the first call's outcome and emits nothing new; a different request under the same Idempotency-Key is refused (400)"),
+        ("traceparent" = Option<String>, Header,
+            description = "W3C Trace Context: the caller's span. Passed to the tab in the call's meta; a value that does not match the W3C grammar is ignored"),
+        ("tracestate" = Option<String>, Header,
+            description = "W3C Trace Context: vendors' trace state, passed on with a valid traceparent"),
     ),
     request_body(content = ToolCallRequest, content_type = "application/json"),
     security(("agent_secret" = [])),
@@ -70,6 +81,7 @@ pub(crate) async fn tool_call(
         },
     };
     let running = request.extensions().get::<Arc<calls::Running>>().cloned();
+    let trace = trace_context(request.headers());
     let body = read_body(&app, request).await?;
     let req: ToolCallRequest = parse_object(&body)?;
     // Read once here: what runs the call holds a key, a tool name and a timeout known to be valid.
@@ -99,6 +111,7 @@ pub(crate) async fn tool_call(
         await_result: req.await_result,
         timeout,
         cancel: tokio_util::sync::CancellationToken::new(),
+        trace,
     };
 
     let cancellable = idem_key.clone();
@@ -132,58 +145,156 @@ pub(crate) async fn tool_call(
     // The call runs in its own task: it reaches its end (and records its outcome for retries)
     // even if the agent's connection drops mid-call.
     let task_app = app.clone();
-    let handle = tokio::spawn(async move {
-        let _inflight = task_app.drain.enter();
-        let _registered = registered;
-        let started = tokio::time::Instant::now();
-        let result = calls::run(&task_app, &call).await;
-        let (outcome, code) = match result {
-            Ok(result) => (
-                Outcome {
-                    status: StatusCode::OK,
-                    body: encode(&ToolCallResponse {
-                        ok: true,
-                        call_id: call.call_id.to_string(),
-                        result,
-                    }),
-                },
-                Ok(()),
-            ),
-            Err(err) => {
-                let err = err.with_call_id(&call.call_id);
-                let outcome = Outcome {
-                    status: err.status(),
-                    body: encode(&err.body()),
-                };
-                (outcome, Err(err.code))
+    let span = call_span(&call, app.config.trace_payloads);
+    let handle = tokio::spawn(
+        async move {
+            let _inflight = task_app.drain.enter();
+            let _registered = registered;
+            let started = tokio::time::Instant::now();
+            let mut timing = Timing::default();
+            let result = calls::run(&task_app, &call, &mut timing).await;
+            let took = started.elapsed();
+            let (outcome, code) = match result {
+                Ok(result) => {
+                    if task_app.config.trace_payloads {
+                        record_payload(&Span::current(), "relay.result", result.as_ref());
+                    }
+                    (
+                        Outcome {
+                            status: StatusCode::OK,
+                            body: encode(&ToolCallResponse {
+                                ok: true,
+                                call_id: call.call_id.to_string(),
+                                result,
+                            }),
+                        },
+                        Ok(()),
+                    )
+                }
+                Err(err) => {
+                    let err = err.with_call_id(&call.call_id);
+                    telemetry::fail(&Span::current(), err.code.as_str());
+                    let outcome = Outcome {
+                        status: err.status(),
+                        body: encode(&err.body()),
+                    };
+                    (outcome, Err(err.code))
+                }
+            };
+            task_app
+                .metrics
+                .call_finished(code, call.await_result, took, timing.tab);
+            Span::current().record("http.response.status_code", i64::from(outcome.status.as_u16()));
+            // The trace this call is in: the relay's own span's when spans are exported, else the
+            // caller's, passed on as it came.
+            let own = telemetry::context_of(&Span::current());
+            let trace_id = own.as_ref().or(call.trace.as_ref()).map(TraceContext::trace_id);
+            tracing::info!(
+                key = %Fp(&call.api_key),
+                call_id = %call.call_id,
+                tool = %call.tool_name,
+                awaited = call.await_result,
+                status = outcome.status.as_u16(),
+                took_us = took.as_micros() as u64,
+                trace_id,
+                "tool call"
+            );
+            if let Some(recorder) = recorder
+                && recorder.record(&outcome).await.is_err()
+            {
+                tracing::warn!(call_id = %call.call_id, "outcome not recorded for retries: Redis unreachable");
             }
-        };
-        task_app
-            .metrics
-            .call_finished(code, call.await_result, started.elapsed());
-        tracing::info!(
-            key = %Fp(&call.api_key),
-            call_id = %call.call_id,
-            tool = %call.tool_name,
-            awaited = call.await_result,
-            status = outcome.status.as_u16(),
-            took_us = started.elapsed().as_micros() as u64,
-            "tool call"
-        );
-        if let Some(recorder) = recorder
-            && recorder.record(&outcome).await.is_err()
-        {
-            tracing::warn!(call_id = %call.call_id, "outcome not recorded for retries: Redis unreachable");
+            (outcome, server_timing(took, &timing))
         }
-        outcome
-    });
+        .instrument(span),
+    );
     match handle.await {
-        Ok(o) => Ok(json_response(o.status, o.body)),
+        Ok((o, timing)) => {
+            let mut response = json_response(o.status, o.body);
+            if let Some(timing) = timing {
+                response
+                    .headers_mut()
+                    .insert(headers::SERVER_TIMING, timing);
+            }
+            Ok(response)
+        }
         Err(err) => {
             tracing::error!(cause = %err, "tool call task failed");
             Err(ApiError::new(ErrorCode::Internal, "internal error"))
         }
     }
+}
+
+/// The caller's W3C trace context; `None` (and nothing allocated) without a valid
+/// `traceparent`.
+fn trace_context(headers: &HeaderMap) -> Option<TraceContext> {
+    let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    TraceContext::from_values(
+        value(relay_wire::headers::TRACEPARENT),
+        value(relay_wire::headers::TRACESTATE),
+    )
+}
+
+/// The call's server span, the caller's span its parent (with the params when `payloads`); none
+/// while spans are not exported.
+fn call_span(call: &Call, payloads: bool) -> Span {
+    if !telemetry::enabled() {
+        return Span::none();
+    }
+    let span = tracing::info_span!(
+        "tool_call",
+        otel.kind = "server",
+        otel.name = "tool_call",
+        relay.call_id = %call.call_id,
+        relay.tool = %call.tool_name,
+        relay.awaited = call.await_result,
+        relay.key = %Fp(&call.api_key),
+        http.response.status_code = field::Empty,
+        relay.params = field::Empty,
+        relay.result = field::Empty,
+    );
+    if let Some(trace) = &call.trace {
+        telemetry::adopt(&span, trace);
+    }
+    if payloads {
+        let mut params = call
+            .params
+            .as_deref()
+            .map_or("null", |p| p.get())
+            .to_owned();
+        truncate(&mut params, PAYLOAD_ON_SPAN);
+        span.record("relay.params", params.as_str());
+    }
+    span
+}
+
+/// Most of a payload an exported span carries (with `RELAY_TRACE_PAYLOADS`).
+const PAYLOAD_ON_SPAN: usize = 1024;
+
+/// Records a payload on a span, cut to [`PAYLOAD_ON_SPAN`] bytes.
+fn record_payload(span: &Span, field: &'static str, value: Option<&serde_json::Value>) {
+    if span.is_disabled() {
+        return;
+    }
+    let mut text = value.map_or_else(|| "null".to_owned(), serde_json::Value::to_string);
+    truncate(&mut text, PAYLOAD_ON_SPAN);
+    span.record(field, text.as_str());
+}
+
+/// `Server-Timing` of a call that ran ([`ServerTiming`]): `relay` is its time outside its last
+/// delivery, `delivery` that delivery without the tab's handler, `tab` the handler.
+fn server_timing(took: Duration, timing: &Timing) -> Option<HeaderValue> {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let value = ServerTiming {
+        relay_ms: ms(took.saturating_sub(timing.delivery)),
+        delivery_ms: timing.route.map(|_| {
+            ms(timing
+                .delivery
+                .saturating_sub(timing.tab.unwrap_or_default()))
+        }),
+        tab_ms: timing.route.and(timing.tab).map(ms),
+    };
+    HeaderValue::from_maybe_shared(bytes::Bytes::from(value.header_value())).ok()
 }
 
 /// `POST /api/voice-agent/tool-call/cancel` body.

@@ -4,7 +4,7 @@
 use socketioxide::{AckError, SendError, SocketError};
 use tokio::time::Instant;
 
-use super::{Call, Step, interpret, prepare, stopped, tab_timeout};
+use super::{Attempt, Call, Delivery, Route, Step, Timing, prepare, stopped, tab_timeout};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::store::keys::{Binding, KeyShared};
@@ -29,21 +29,38 @@ pub(super) async fn deliver(
     binding: &Binding,
     shared: &KeyShared,
     deadline: Instant,
+    timing: &mut Timing,
 ) -> Step {
-    let d = match prepare(call, deadline) {
+    let d = match prepare(call, deadline, Route::Local) {
         Ok(d) => d,
         Err(e) => return Step::Done(Err(e)),
     };
-    let key_fp = Fp(&call.api_key);
+    app.metrics.delivered(false);
+    timing.route = Some(Route::Local);
+    let sent = Instant::now();
+    // However the attempt ends, its time is the last attempt's.
+    let step = attempt(app, call, binding, shared, deadline, &d).await;
+    timing.delivery = sent.elapsed();
+    step.settle(&d.span, timing)
+}
 
+async fn attempt(
+    app: &App,
+    call: &Call,
+    binding: &Binding,
+    shared: &KeyShared,
+    deadline: Instant,
+    d: &Delivery<'_>,
+) -> Attempt {
+    let key_fp = Fp(&call.api_key);
     if !call.await_result {
-        return match binding.socket.emit(&d.event, &d.args()) {
+        return Attempt::Step(match binding.socket.emit(&d.event, &d.args()) {
             Ok(()) => {
                 tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, "delivered");
                 Step::Done(Ok(None))
             }
             Err(err) => send_failure(binding, err, deadline).await,
-        };
+        });
     }
     shared.add_pending(&call.call_id);
     let _pending = PendingGuard {
@@ -56,10 +73,10 @@ pub(super) async fn deliver(
             .emit_with_ack::<_, serde_json::Value>(d.remaining, &d.event, &d.args())
         {
             Ok(ack) => ack,
-            Err(err) => return send_failure(binding, err, deadline).await,
+            Err(err) => return Attempt::Step(send_failure(binding, err, deadline).await),
         };
     tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, "delivered, awaiting answer");
-    tokio::select! {
+    Attempt::Step(tokio::select! {
         biased;
         e = stopped(app, call) => {
             cancel(binding, &call.call_id);
@@ -72,7 +89,7 @@ pub(super) async fn deliver(
             Step::Again
         }
         answer = ack => match answer {
-            Ok(value) => Step::Done(interpret(value)),
+            Ok(value) => return Attempt::Answered(value),
             Err(AckError::Timeout) => {
                 cancel(binding, &call.call_id);
                 Step::Done(Err(tab_timeout()))
@@ -83,7 +100,7 @@ pub(super) async fn deliver(
                 Step::Again
             }
         },
-    }
+    })
 }
 
 /// An emit that could not be queued. A closed socket means the tab is leaving: wait for its

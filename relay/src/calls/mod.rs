@@ -4,7 +4,9 @@
 //!
 //! One loop ([`run`]) whatever keeps the keys: the store's `Track` says where the tab is, and
 //! one delivery attempt goes to a socket of this node (`local.rs`) or through the adapter to
-//! another node (`remote.rs`).
+//! another node (`remote.rs`). Each call keeps its [`Timing`] (the delivery's time and the
+//! handler's, which the tab reports when the meta says the relay reads it), and, while spans
+//! are exported, a span per delivery attempt whose context the tab receives.
 
 mod local;
 mod remote;
@@ -15,15 +17,17 @@ pub use running::{Running, RunningGuard};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relay_wire::{CallMeta, ErrorCode, TOOL_EVENT_PREFIX, TabAnswer};
+use relay_wire::{CallMeta, ErrorCode, TOOL_EVENT_PREFIX, TabAnswer, TraceContext};
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Span;
 
 use crate::app::App;
 use crate::error::{ApiError, truncate};
 use crate::store::KeyStore;
 use crate::store::track::{LocateError, Located, Track, TrackError};
+use crate::telemetry;
 use relay_wire::{ApiKey, ToolName};
 
 /// A validated tool call.
@@ -38,6 +42,34 @@ pub struct Call {
     pub call_id: Arc<str>,
     /// Cancelled when the agent cancels the call ([`Running`]).
     pub cancel: CancellationToken,
+    /// The caller's W3C trace context, when the request carried a valid one.
+    pub trace: Option<TraceContext>,
+}
+
+/// Where a call's time went: its last delivery attempt (from the emit to the answer, or to the
+/// attempt's end without one) and, within it, the tab's handler as the tab reported it.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Timing {
+    pub delivery: Duration,
+    pub tab: Option<Duration>,
+    /// Where the last attempt went: a socket of this node, or another node's.
+    pub route: Option<Route>,
+}
+
+/// Where a delivery attempt went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Local,
+    Remote,
+}
+
+impl Route {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Route::Local => "local",
+            Route::Remote => "remote",
+        }
+    }
 }
 
 /// Resolves when a call must end early: the drain was forced, or the agent cancelled it.
@@ -68,13 +100,39 @@ enum Step {
     Again,
 }
 
+/// A delivery attempt before its answer is read: the tab's acknowledgement, or another end.
+enum Attempt {
+    Answered(serde_json::Value),
+    Step(Step),
+}
+
+impl Attempt {
+    /// The attempt's step: its answer read (the handler's time into `timing`), a failure
+    /// marked on its span.
+    fn settle(self, span: &Span, timing: &mut Timing) -> Step {
+        match self {
+            Attempt::Answered(value) => Step::Done(interpret(value, span, timing)),
+            Attempt::Step(step) => {
+                if let Step::Done(Err(e)) = &step {
+                    telemetry::fail(span, e.code.as_str());
+                }
+                step
+            }
+        }
+    }
+}
+
 /// Runs one call to its end. `Ok(Some(result))` for an answered awaited call, `Ok(None)` for a
-/// delivered fire-and-forget call.
+/// delivered fire-and-forget call; `timing` holds where the time went.
 ///
 /// One path whatever keeps the keys: the store's [`Track`] holds the call's in-flight slot and
 /// says where the key's tab is (waiting within the deadline while none holds it); a tab on this
 /// node is reached directly, one on another node through the adapter.
-pub async fn run(app: &App, call: &Call) -> Result<Option<serde_json::Value>, ApiError> {
+pub async fn run(
+    app: &App,
+    call: &Call,
+    timing: &mut Timing,
+) -> Result<Option<serde_json::Value>, ApiError> {
     let deadline = Instant::now() + call.timeout;
     let mut track = app
         .store
@@ -99,7 +157,7 @@ pub async fn run(app: &App, call: &Call) -> Result<Option<serde_json::Value>, Ap
         };
         let step = match located {
             Located::Here(binding) => {
-                local::deliver(app, call, &binding, track.shared(), deadline).await
+                local::deliver(app, call, &binding, track.shared(), deadline, timing).await
             }
             Located::Stale(sid) => {
                 // A socket of this node that is gone: correct the store. Otherwise the local
@@ -112,7 +170,10 @@ pub async fn run(app: &App, call: &Call) -> Result<Option<serde_json::Value>, Ap
             // Boxed: the adapter's emit and acknowledgement state must not grow every
             // single-node call's future.
             Located::Elsewhere(target) => {
-                Box::pin(remote::deliver(app, &track, call, &target, deadline)).await?
+                Box::pin(remote::deliver(
+                    app, &track, call, &target, deadline, timing,
+                ))
+                .await?
             }
         };
         match step {
@@ -165,12 +226,13 @@ fn deadline_passed() -> ApiError {
 }
 
 /// What one delivery attempt sends: `voice-agent:<toolName>` with `(params, meta)`, and how long
-/// the tab has to answer.
+/// the tab has to answer; its span while spans are exported (else none).
 struct Delivery<'a> {
     event: String,
     params: &'a RawValue,
     meta: CallMeta,
     remaining: Duration,
+    span: Span,
 }
 
 impl Delivery<'_> {
@@ -179,7 +241,7 @@ impl Delivery<'_> {
     }
 }
 
-fn prepare(call: &Call, deadline: Instant) -> Result<Delivery<'_>, ApiError> {
+fn prepare(call: &Call, deadline: Instant, route: Route) -> Result<Delivery<'_>, ApiError> {
     let remaining = deadline.saturating_duration_since(Instant::now());
     if remaining.is_zero() {
         return Err(deadline_passed());
@@ -188,6 +250,21 @@ fn prepare(call: &Call, deadline: Instant) -> Result<Delivery<'_>, ApiError> {
         Some(p) => p,
         None => serde_json::from_str(EMPTY_PARAMS).map_err(|_| ApiError::invalid("params"))?,
     };
+    let span = if telemetry::enabled() {
+        tracing::info_span!(
+            "deliver",
+            otel.kind = "producer",
+            otel.name = "deliver",
+            relay.route = route.as_str(),
+            relay.call_id = %call.call_id,
+        )
+    } else {
+        Span::none()
+    };
+    // The tab works inside this attempt's span when spans are exported; otherwise inside the
+    // caller's context, passed on as it came.
+    let trace = telemetry::context_of(&span);
+    let trace = trace.as_ref().or(call.trace.as_ref());
     Ok(Delivery {
         event: format!("{TOOL_EVENT_PREFIX}{}", call.tool_name),
         params,
@@ -197,8 +274,14 @@ fn prepare(call: &Call, deadline: Instant) -> Result<Delivery<'_>, ApiError> {
             deadline_ms: call
                 .await_result
                 .then(|| remaining.as_millis().max(1) as u64),
+            traceparent: trace.map(|t| t.parent.as_str().to_owned()),
+            tracestate: trace
+                .and_then(|t| t.state.as_ref())
+                .map(|s| s.as_str().to_owned()),
+            accepts_handler_ms: true,
         },
         remaining,
+        span,
     })
 }
 
@@ -225,9 +308,18 @@ async fn settle(
 /// Pause when the tab is between places (its room is empty for a moment).
 const SETTLE: Duration = Duration::from_millis(25);
 
-/// Reads the tab's acknowledgement.
-fn interpret(value: serde_json::Value) -> Result<Option<serde_json::Value>, ApiError> {
-    match TabAnswer::from_ack(value) {
+/// Reads the tab's acknowledgement, and the handler's time it reports.
+fn interpret(
+    value: serde_json::Value,
+    span: &Span,
+    timing: &mut Timing,
+) -> Result<Option<serde_json::Value>, ApiError> {
+    let (answer, handler_ms) = TabAnswer::from_timed_ack(value);
+    if let Some(ms) = handler_ms {
+        timing.tab = Some(Duration::from_secs_f64(ms / 1000.0));
+        telemetry::event(span, "tab answered", &[("relay.handler_ms", ms)]);
+    }
+    match answer {
         TabAnswer::Result(result) => Ok(Some(result)),
         TabAnswer::Error(err) => {
             let code = if err.code == ErrorCode::NoHandler.as_str() {
@@ -237,6 +329,7 @@ fn interpret(value: serde_json::Value) -> Result<Option<serde_json::Value>, ApiE
             };
             let mut message = err.message;
             truncate(&mut message, 1000);
+            telemetry::fail(span, code.as_str());
             Err(ApiError::new(code, message))
         }
     }

@@ -3,10 +3,12 @@
 
 use tokio::time::Instant;
 
-use super::{Call, SETTLE, Step, interpret, prepare, stopped, tab_timeout};
+use super::{Attempt, Call, Delivery, Route, SETTLE, Step, Timing, prepare, stopped, tab_timeout};
 use crate::app::App;
+use crate::delivery::Io;
 use crate::error::ApiError;
 use crate::store::track::{Moved, RECHECK, Target, Track};
+use crate::telemetry;
 use relay_wire::Fp;
 use socketioxide::AckError;
 
@@ -19,15 +21,40 @@ pub(super) async fn deliver(
     call: &Call,
     target: &Target,
     deadline: Instant,
+    timing: &mut Timing,
 ) -> Result<Step, ApiError> {
-    use futures_util::StreamExt;
     let Some(io) = app.io.get() else {
         return Err(ApiError::unavailable());
     };
-    let d = match prepare(call, deadline) {
+    let d = match prepare(call, deadline, Route::Remote) {
         Ok(d) => d,
         Err(e) => return Ok(Step::Done(Err(e))),
     };
+    app.metrics.delivered(true);
+    timing.route = Some(Route::Remote);
+    let sent = Instant::now();
+    // However the attempt ends, its time is the last attempt's.
+    let attempt = attempt(app, io, track, call, target, deadline, &d).await;
+    timing.delivery = sent.elapsed();
+    match attempt {
+        Ok(attempt) => Ok(attempt.settle(&d.span, timing)),
+        Err(e) => {
+            telemetry::fail(&d.span, e.code.as_str());
+            Err(e)
+        }
+    }
+}
+
+async fn attempt(
+    app: &App,
+    io: &Io,
+    track: &Track<'_>,
+    call: &Call,
+    target: &Target,
+    deadline: Instant,
+    d: &Delivery<'_>,
+) -> Result<Attempt, ApiError> {
+    use futures_util::StreamExt;
     let room = crate::delivery::room(&call.api_key);
     let key_fp = Fp(&call.api_key);
     // The Socket.IO server of the node Redis names: the emit goes there alone. Not known yet
@@ -39,7 +66,7 @@ pub(super) async fn deliver(
             .await
             .map_err(|_| ApiError::unavailable())?;
         tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, node = %target.node, aimed = server.is_some(), "delivered through another node");
-        return Ok(Step::Done(Ok(None)));
+        return Ok(Attempt::Step(Step::Done(Ok(None))));
     }
     let acks = io
         .emit_to_room_with_ack(&room, server, d.remaining, &d.event, &d.args())
@@ -56,7 +83,7 @@ pub(super) async fn deliver(
             biased;
             e = stopped(app, call) => {
                 io.cancel_in_room(&room, server, &call.call_id);
-                return Ok(Step::Done(Err(e)));
+                return Ok(Attempt::Step(Step::Done(Err(e))));
             }
             answer = acks.next() => return Ok(match answer {
                 // The room may still hold the key's previous socket, closing on its node while
@@ -66,21 +93,21 @@ pub(super) async fn deliver(
                     tracing::debug!(key = %key_fp, call_id = %call.call_id, "a leaving socket of the key failed the call; waiting for the tab's answer");
                     continue;
                 }
-                Some((_, Ok(value))) => Step::Done(interpret(value)),
+                Some((_, Ok(value))) => Attempt::Answered(value),
                 Some((_, Err(AckError::Timeout))) => {
                     io.cancel_in_room(&room, server, &call.call_id);
-                    Step::Done(Err(tab_timeout()))
+                    Attempt::Step(Step::Done(Err(tab_timeout())))
                 }
-                Some((_, Err(AckError::Decode(_)))) => Step::Done(Ok(Some(serde_json::Value::Null))),
+                Some((_, Err(AckError::Decode(_)))) => Attempt::Step(Step::Done(Ok(Some(serde_json::Value::Null)))),
                 // The socket closed, or no node had it in its room (it is moving): find it again.
                 Some((_, Err(AckError::Socket(_)))) | None => {
                     tokio::time::sleep_until(deadline.min(Instant::now() + SETTLE)).await;
-                    Step::Again
+                    Attempt::Step(Step::Again)
                 }
             }),
             _ = tokio::time::sleep_until(deadline) => {
                 io.cancel_in_room(&room, server, &call.call_id);
-                return Ok(Step::Done(Err(tab_timeout())));
+                return Ok(Attempt::Step(Step::Done(Err(tab_timeout()))));
             }
             _ = tokio::time::timeout_at(recheck, track.changed_since(mark)) => {
                 // The key changed (or a second passed): still the same socket? The next wait
@@ -99,7 +126,7 @@ pub(super) async fn deliver(
                     }
                     Ok(Moved::Elsewhere) => {
                         tracing::debug!(key = %key_fp, call_id = %call.call_id, "tab moved before answering; delivering again");
-                        return Ok(Step::Again);
+                        return Ok(Attempt::Step(Step::Again));
                     }
                     Err(e) => {
                         // Nobody will read the answer: the tab stops the call.

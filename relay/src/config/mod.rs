@@ -169,6 +169,8 @@ pub struct Config {
     pub drain: Duration,
     pub log_format: LogFormat,
     pub runtime: RuntimeKind,
+    /// Exported spans carry params and results (cut short): `RELAY_TRACE_PAYLOADS`.
+    pub trace_payloads: bool,
 }
 
 impl Config {
@@ -250,6 +252,13 @@ impl Config {
             problems.push(format!(
                 "RELAY_ALLOW_BARE_KEYS {:?} is not true or false",
                 o.allow_bare_keys
+            ));
+            false
+        });
+        let trace_payloads = parse_bool(&o.trace_payloads).unwrap_or_else(|| {
+            problems.push(format!(
+                "RELAY_TRACE_PAYLOADS {:?} is not true or false",
+                o.trace_payloads
             ));
             false
         });
@@ -395,6 +404,7 @@ impl Config {
             drain: Duration::from_millis(o.drain_ms),
             log_format: o.log_format,
             runtime: o.runtime,
+            trace_payloads,
         })
     }
 }

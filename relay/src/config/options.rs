@@ -168,6 +168,10 @@ pub struct Options {
     /// Log format: `text` or `json`.
     #[arg(long, env = "RELAY_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,
+    /// Whether a tool call's span (when spans are exported) carries the call's params and the
+    /// tab's result, each cut to 1 KiB; off by default: they may hold what the user said.
+    #[arg(long, env = "RELAY_TRACE_PAYLOADS", default_value = "false")]
+    pub trace_payloads: String,
     /// Runtime: `multi-thread` (a worker per CPU), `current-thread` (one thread), or `auto`
     /// (one thread when the process may use one CPU only, else a worker per CPU).
     #[arg(long, env = "RELAY_RUNTIME", default_value = "multi-thread")]

@@ -2,15 +2,17 @@
 //! connection to it, moved after a sentinel failover) or on a Redis Cluster (the redis crate's
 //! cluster connection, which routes each command to its key's slot and follows the cluster
 //! through failovers and slot moves by itself), and the node's three such handles, one per
-//! [`Lane`].
+//! [`Lane`], each metered ([`Metered`]: every operation's time and failure, by lane).
 
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, RedisResult, ServerErrorKind, Value};
+use tokio::time::Instant;
 
 use super::OP_TIMEOUT;
+use crate::metrics::LaneMeter;
 
 #[derive(Clone)]
 pub enum Conn {
@@ -59,6 +61,102 @@ pub enum Lane {
     /// What calls and the agent API read and write: lookups, in-flight slots with the agents'
     /// rate windows, idempotency records, key status, modes, revocations.
     Calls,
+}
+
+impl Lane {
+    pub const ALL: [Lane; 3] = [Lane::Membership, Lane::Tabs, Lane::Calls];
+
+    /// The lane's name in the metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lane::Membership => "membership",
+            Lane::Tabs => "tabs",
+            Lane::Calls => "calls",
+        }
+    }
+}
+
+/// A lane's connection and its meter, when one is set: each request's time from sending to
+/// the answer is recorded, and a request that fails (or is given up, its bound passed) counts as
+/// an error. A script the server does not hold yet (`NOSCRIPT`, loaded and run again at once)
+/// is no error.
+pub struct Metered<'a> {
+    pub conn: Conn,
+    pub meter: Option<&'a LaneMeter>,
+}
+
+/// Records one request when it ends, or as an error when it is dropped unanswered.
+struct Timed<'a> {
+    meter: &'a LaneMeter,
+    started: Instant,
+    done: bool,
+}
+
+impl Timed<'_> {
+    fn finish<T>(mut self, result: &RedisResult<T>) {
+        self.done = true;
+        self.meter
+            .latency
+            .observe(self.started.elapsed().as_secs_f64());
+        if let Err(e) = result
+            && e.kind() != ErrorKind::Server(ServerErrorKind::NoScript)
+        {
+            self.meter.errors.inc();
+        }
+    }
+}
+
+impl Drop for Timed<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.meter.errors.inc();
+        }
+    }
+}
+
+impl ConnectionLike for Metered<'_> {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        let Some(meter) = self.meter else {
+            return self.conn.req_packed_command(cmd);
+        };
+        let sent = self.conn.req_packed_command(cmd);
+        Box::pin(async move {
+            let timed = Timed {
+                meter,
+                started: Instant::now(),
+                done: false,
+            };
+            let answer = sent.await;
+            timed.finish(&answer);
+            answer
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        let Some(meter) = self.meter else {
+            return self.conn.req_packed_commands(pipeline, offset, count);
+        };
+        let sent = self.conn.req_packed_commands(pipeline, offset, count);
+        Box::pin(async move {
+            let timed = Timed {
+                meter,
+                started: Instant::now(),
+                done: false,
+            };
+            let answer = sent.await;
+            timed.finish(&answer);
+            answer
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.conn.get_db()
+    }
 }
 
 /// One connection per [`Lane`], all to the same server (or cluster).

@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 
-use conn::{Conn, Lane, Lanes, cluster_config, manager_config, single_lanes};
+use conn::{Conn, Lane, Lanes, Metered, cluster_config, manager_config, single_lanes};
 use sha2::{Digest, Sha256};
 
 use crate::pubsub::PubSub;
@@ -216,6 +216,8 @@ pub struct Cluster {
     settings: Settings,
     /// The other nodes' Socket.IO server ids ([`servers`]).
     servers: servers::Servers,
+    /// The lanes' meters, one per [`Lane`], set once the relay's metrics exist.
+    meters: std::sync::OnceLock<[crate::metrics::LaneMeter; 3]>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -303,6 +305,7 @@ impl Cluster {
             sharded_scripts: sharded::ShardedScripts::new(),
             settings,
             servers: Default::default(),
+            meters: std::sync::OnceLock::new(),
         });
         cluster.clone().listen().await?;
         // Announced before serving: a tab bound here must never look like it is on a lost node.
@@ -354,12 +357,23 @@ impl Cluster {
         self.moved.swap(false, Ordering::AcqRel)
     }
 
-    /// A handle on the `lane` connection to the current primary (or to the cluster).
-    fn conn_for(&self, lane: Lane) -> Conn {
-        self.lanes
+    /// A handle on the `lane` connection to the current primary (or to the cluster), metered
+    /// once [`Cluster::meter`] gave the lanes their meters.
+    fn conn_for(&self, lane: Lane) -> Metered<'_> {
+        let conn = self
+            .lanes
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .get(lane)
+            .get(lane);
+        let meter = self.meters.get().map(|m| &m[lane as usize]);
+        Metered { conn, meter }
+    }
+
+    /// Records every operation of the three lanes in `metrics` from now on.
+    pub fn meter(&self, metrics: &crate::metrics::Metrics) {
+        let _ = self
+            .meters
+            .set(Lane::ALL.map(|lane| metrics.redis_lane(lane.as_str())));
     }
 
     pub fn node(&self) -> &str {
