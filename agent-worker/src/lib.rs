@@ -3,6 +3,7 @@
 //! of an app's catalog. Its layers, lowest first:
 //!
 //! - [`error`]: the closed list of failure codes, and a failure as a value a model can be handed;
+//!   [`metrics`] and [`telemetry`]: what the worker counts, its logs and spans;
 //! - [`client`]: the typed relay client (calls, key state and what the tab handles, modes);
 //! - [`catalog`]: the app's tools and modes as data, checked as a whole;
 //! - [`session`]: sessions, their modes, their tabs, and what an agent is offered;
@@ -62,8 +63,10 @@ pub mod cli;
 pub mod client;
 pub mod demo;
 pub mod error;
+pub mod metrics;
 pub mod serve;
 pub mod session;
+pub mod telemetry;
 pub mod worker;
 
 pub use session::{Offer, OfferedTool};

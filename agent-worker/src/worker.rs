@@ -1,19 +1,23 @@
 //! The worker: the catalog, the sessions and the relay client together, which is what runs a
 //! tool call for any surface (the agent API, MCP, Vapi, the CLI, a Rust pipeline). A call is
-//! checked against the session's mode and the tool's schema before anything is sent, and logged.
+//! checked against the session's mode and the tool's schema before anything is sent, logged
+//! (with the relay's call id and the trace id), counted and put in the session's timeline; while
+//! spans are exported it has a span of its own, the parent of the relay client's attempts.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use relay_wire::{ErrorCode, Fp};
+use relay_wire::{ErrorCode, Fp, TraceContext};
 use serde_json::{Value, json};
 use tokio::time::Instant;
+use tracing::{Instrument, Span, field};
 
 use crate::catalog::{self, Catalog, Move, Tool};
-use crate::client::{CallOptions, RelayClient};
+use crate::client::{CallOptions, RelayClient, Report};
 use crate::error::{Code, ToolError};
 use crate::session::page::PageTools;
 use crate::session::{Offer, OfferedTool, Sessions, offer};
+use crate::telemetry;
 
 /// The client, the catalog and the sessions: what runs a tool call for a pipeline.
 pub struct Worker {
@@ -96,7 +100,9 @@ impl Worker {
             .unwrap_or_else(|| crate::session::ModeStack::new(&catalog));
         let tab = self.sessions.tab(key).await;
         let page = tab.page.as_deref().filter(|_| self.sessions.page_tools());
-        offer::build(&catalog, &stack, tab.state.as_ref(), page)
+        let offer = offer::build(&catalog, &stack, tab.state.as_ref(), page);
+        self.sessions.offered(key, &offer);
+        offer
     }
 
     /// Waits (at most `wait`) until `key`'s offer differs from the one with revision `after`,
@@ -179,10 +185,36 @@ impl Worker {
         args: &Value,
         idempotency_key: Option<String>,
     ) -> Result<(Value, Option<Value>), ToolError> {
-        let started = Instant::now();
-        let outcome = self.run_found(key, tool, args, idempotency_key).await;
-        let summary = outcome.as_ref().map(|_| ()).map_err(Clone::clone);
-        self.sessions.record(key, tool, started.elapsed(), &summary);
+        self.run_tool_traced(key, tool, args, idempotency_key, None)
+            .await
+    }
+
+    /// [`Worker::run_tool_with`] in the caller's trace (`trace`, passed on to the relay when no
+    /// span of this process is exported).
+    async fn run_tool_traced(
+        &self,
+        key: &str,
+        tool: &str,
+        args: &Value,
+        idempotency_key: Option<String>,
+        trace: Option<&TraceContext>,
+    ) -> Result<(Value, Option<Value>), ToolError> {
+        let mut record = self.sessions.start_call(key, tool);
+        record.set_trace_id(telemetry::trace_id(&Span::current(), trace));
+        let (outcome, report) = self
+            .run_found(key, tool, args, idempotency_key, trace)
+            .await;
+        if let Some(id) = &report.call_id {
+            Span::current().record("relay.call_id", id.as_str());
+        }
+        record.settle(outcome.as_ref().map(|_| ()), Some(&report));
+        // A tab that did not answer in time may be gone: the timeline learns it now.
+        if let Err(e) = &outcome
+            && (e.is(ErrorCode::Timeout) || e.is(ErrorCode::TabOffline))
+            && self.sessions.is_open(key)
+        {
+            self.sessions.tab(key).await;
+        }
         outcome
     }
 
@@ -192,30 +224,44 @@ impl Worker {
         name: &str,
         args: &Value,
         idempotency_key: Option<String>,
-    ) -> Result<(Value, Option<Value>), ToolError> {
-        let found = self.find(key, name).await?;
+        trace: Option<&TraceContext>,
+    ) -> (Result<(Value, Option<Value>), ToolError>, Report) {
+        let found = match self.find(key, name).await {
+            Ok(found) => found,
+            Err(e) => return (Err(e), Report::default()),
+        };
         let tool = found.tool();
         if self.sessions.enforces_modes(key)
             && let Some(mode) = self.sessions.mode(key)
             && !tool.spec.offered_in(&mode)
         {
-            return Err(ToolError::new(
+            let refused = ToolError::new(
                 Code::ToolNotAllowed,
                 format!("{name} is not available in the {mode} mode"),
-            ));
+            );
+            return (Err(refused), Report::default());
         }
-        tool.validate(args)?;
+        if let Err(e) = tool.validate(args) {
+            return (Err(e), Report::default());
+        }
         let options = CallOptions {
             await_result: tool.spec.await_result,
             timeout_ms: tool.spec.timeout_ms,
             idempotency_key,
+            trace: trace.cloned(),
         };
-        let ok = self.client.call(key, name, Some(args), &options).await?;
-        let value = match ok.result {
-            Some(result) if tool.spec.await_result => result,
-            _ => json!({"success": true}),
-        };
-        Ok((value, tool.spec.output_schema.clone()))
+        let (ok, report) = self
+            .client
+            .call_reported(key, name, Some(args), &options)
+            .await;
+        let outcome = ok.map(|ok| {
+            let value = match ok.result {
+                Some(result) if tool.spec.await_result => result,
+                _ => json!({"success": true}),
+            };
+            (value, tool.spec.output_schema.clone())
+        });
+        (outcome, report)
     }
 
     /// Runs one tool an agent called for `key`: a mode move of the session's current mode, or
@@ -232,6 +278,66 @@ impl Worker {
         args: &Value,
         idempotency_key: Option<String>,
     ) -> AgentOutcome {
+        self.agent_call_traced(key, tool, args, idempotency_key, None)
+            .await
+    }
+
+    /// [`Worker::agent_call_with`] in the caller's trace: `trace` is the W3C context the
+    /// request carried. While spans are exported the call gets a span (a child of the request's
+    /// span, or of `trace` when there is none), which the relay's call continues; otherwise
+    /// `trace` itself goes to the relay.
+    pub async fn agent_call_traced(
+        &self,
+        key: &str,
+        tool: &str,
+        args: &Value,
+        idempotency_key: Option<String>,
+        trace: Option<TraceContext>,
+    ) -> AgentOutcome {
+        let span = self.tool_span(key, tool, trace.as_ref());
+        let outcome = self
+            .agent_call_in(key, tool, args, idempotency_key, trace.as_ref())
+            .instrument(span.clone())
+            .await;
+        if let Err(e) = &outcome.result {
+            telemetry::fail(&span, e.code.as_str());
+        }
+        outcome
+    }
+
+    /// The span of one tool call while spans are exported: tool, key fingerprint, mode, the
+    /// relay's call id (recorded when known).
+    fn tool_span(&self, key: &str, tool: &str, trace: Option<&TraceContext>) -> Span {
+        if !telemetry::enabled() {
+            return Span::none();
+        }
+        let mode = self.sessions.mode(key);
+        let span = tracing::info_span!(
+            "tool",
+            otel.kind = "internal",
+            otel.name = %format!("tool {tool}"),
+            worker.tool = tool,
+            worker.key = %Fp(key),
+            worker.mode = mode.as_deref().unwrap_or("-"),
+            relay.call_id = field::Empty,
+        );
+        // Inside a surface's request span the call is its child; on its own, the caller's.
+        if Span::current().is_disabled()
+            && let Some(trace) = trace
+        {
+            telemetry::adopt(&span, trace);
+        }
+        span
+    }
+
+    async fn agent_call_in(
+        &self,
+        key: &str,
+        tool: &str,
+        args: &Value,
+        idempotency_key: Option<String>,
+        trace: Option<&TraceContext>,
+    ) -> AgentOutcome {
         let before = self.agent_mode(key);
         let mut output_schema = None;
         let result = if self.sessions.has_ended(key) {
@@ -240,9 +346,9 @@ impl Worker {
                 "the user's session has ended: they left the room",
             ))
         } else if Move::of(tool).is_some() && self.catalog.current().tool(tool).is_none() {
-            self.change_mode(key, tool, args)
+            self.change_mode(key, tool, args, trace)
         } else {
-            self.run_tool_with(key, tool, args, idempotency_key)
+            self.run_tool_traced(key, tool, args, idempotency_key, trace)
                 .await
                 .map(|(value, schema)| {
                     output_schema = schema;
@@ -258,8 +364,15 @@ impl Worker {
         }
     }
 
-    fn change_mode(&self, key: &str, tool: &str, args: &Value) -> Result<Value, ToolError> {
-        let started = Instant::now();
+    fn change_mode(
+        &self,
+        key: &str,
+        tool: &str,
+        args: &Value,
+        trace: Option<&TraceContext>,
+    ) -> Result<Value, ToolError> {
+        let mut record = self.sessions.start_call(key, tool);
+        record.set_trace_id(telemetry::trace_id(&Span::current(), trace));
         let outcome = if !args.as_object().is_some_and(|o| o.is_empty()) && !args.is_null() {
             Err(ToolError::new(
                 Code::InvalidArguments,
@@ -295,8 +408,7 @@ impl Worker {
         if let Err(e) = &outcome {
             tracing::debug!(key = %Fp(key), tool, cause = %e, "mode move refused");
         }
-        let summary = outcome.as_ref().map(|_| ()).map_err(Clone::clone);
-        self.sessions.record(key, tool, started.elapsed(), &summary);
+        record.settle(outcome.as_ref().map(|_| ()), None);
         outcome
     }
 }

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use clap::{Args, Parser, Subcommand};
 use relay_wire::Secret;
 
+use super::observe::{ObserveArgs, ObserveConfig};
 use crate::catalog::export::Format;
 use crate::serve::mcp::McpConfig;
 
@@ -163,6 +164,8 @@ pub struct ServeArgs {
     /// reach the agent's model). Off unless set to true.
     #[arg(long, env = "WORKER_PAGE_TOOLS", default_value_t = false, action = clap::ArgAction::Set)]
     pub page_tools: bool,
+    #[command(flatten)]
+    pub observe: ObserveArgs,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -224,6 +227,8 @@ pub struct ServeConfig {
     pub state_file: Option<std::path::PathBuf>,
     pub mcp: McpConfig,
     pub page_tools: bool,
+    /// Timelines, the debug page, spans.
+    pub observe: ObserveConfig,
 }
 
 /// A comma-separated list, trimmed, without empty items.
@@ -317,6 +322,7 @@ impl ServeConfig {
                 false
             }
         };
+        let observe = ObserveConfig::from_args(&serve.observe, &mut problems);
         match (agents, key, secret, mcp) {
             (Some(agents), Some(livekit_api_key), Some(secret), Some(mcp))
                 if problems.is_empty() =>
@@ -334,6 +340,7 @@ impl ServeConfig {
                     state_file: serve.state_file.clone(),
                     mcp,
                     page_tools: serve.page_tools,
+                    observe,
                 })
             }
             _ => Err(ConfigError(problems.join("; "))),

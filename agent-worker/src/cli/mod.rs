@@ -2,12 +2,12 @@
 //! `serve` ([`run`] dispatches; `main` only parses and starts the runtime).
 
 pub mod config;
+pub mod observe;
 mod serve;
 
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
-use tracing_subscriber::EnvFilter;
 
 use crate::Worker;
 use crate::catalog::Catalog;
@@ -45,16 +45,9 @@ fn client(cli: &Cli) -> Result<RelayClient, ExitCode> {
     })
 }
 
-fn init_tracing(json_logs: bool, default: &str) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if json_logs {
-        builder.json().flatten_event(true).init();
-    } else {
-        builder.init();
-    }
+/// Logs only, on standard error (the one-shot commands export no spans).
+fn init_tracing(json_logs: bool, default: &'static str) {
+    let _ = crate::telemetry::init(json_logs, default, &crate::telemetry::Settings::default());
 }
 
 fn print_json(value: &Value) {
@@ -104,7 +97,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             let mut options = CallOptions {
                 await_result: *await_result,
                 timeout_ms: *timeout_ms,
-                idempotency_key: None,
+                ..CallOptions::default()
             };
             match catalog.tool(tool_name) {
                 Some(tool) => {
@@ -205,14 +198,24 @@ pub async fn run(cli: Cli) -> ExitCode {
                 Err(code) => return code,
             };
             // rmcp logs every session and notification at info: warnings are enough here.
-            init_tracing(config.json_logs, "info,rmcp=warn");
-            match serve::run(&cli, config, catalog).await {
+            let telemetry = match crate::telemetry::init(
+                config.json_logs,
+                "info,rmcp=warn",
+                &config.observe.telemetry,
+            ) {
+                Ok(t) => t,
+                Err(e) => return config_error(e),
+            };
+            let status = match serve::run(&cli, config, catalog).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(cause = %format!("{e:#}"), "agent-worker failed");
                     ExitCode::FAILURE
                 }
-            }
+            };
+            // The spans still queued go out before the process ends.
+            telemetry.shutdown().await;
+            status
         }
     }
 }

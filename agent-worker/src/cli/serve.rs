@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::Worker;
 use crate::catalog::Catalog;
 use crate::client::{ClientConfig, RelayClient};
-use crate::serve::{ServeState, rooms, serve};
+use crate::serve::{DebugConfig, ServeState, rooms, serve};
 
 use super::config::{Cli, ServeConfig};
 
@@ -17,14 +17,20 @@ pub async fn run(cli: &Cli, config: ServeConfig, catalog: Catalog) -> anyhow::Re
         config.agent_secret.clone(),
     ))?;
     let summary = catalog.summary();
+    let mut worker = Worker::with_catalog(client, catalog, config.page_tools);
+    worker.sessions.set_timelines(config.observe.timelines);
     let mut state = ServeState::new(
-        Worker::with_catalog(client, catalog, config.page_tools),
+        worker,
         &config.livekit_api_key,
         &config.livekit_api_secret,
         config.vapi_secret.as_ref(),
         &config.accepted_agent_secrets,
     )
-    .with_mcp(config.mcp.clone());
+    .with_mcp(config.mcp.clone())
+    .with_debug(DebugConfig {
+        page: config.observe.debug_page,
+        trace_link: config.observe.trace_link.clone(),
+    });
     if let Some(path) = &config.state_file {
         state = state.with_state_file(rooms::StateFile(path.clone()));
     }
@@ -49,6 +55,8 @@ pub async fn run(cli: &Cli, config: ServeConfig, catalog: Catalog) -> anyhow::Re
         mcp_hosts = %config.mcp.allowed_hosts.join(","),
         catalog = %summary,
         page_tools = config.page_tools,
+        timeline_events = config.observe.timelines.max_events,
+        debug_page = config.observe.debug_page,
         "agent-worker listening on http://{addr}"
     );
     let sync = match (&config.livekit_http_url, config.room_sync) {
@@ -68,13 +76,41 @@ pub async fn run(cli: &Cli, config: ServeConfig, catalog: Catalog) -> anyhow::Re
         }
     };
     let reloads = tokio::spawn(reload_on_hangup(state.clone(), cli.catalog.catalog.clone()));
+    let probe = tokio::spawn(probe_relay(state.clone()));
     serve(listener, state, signal()).await?;
+    probe.abort();
     reloads.abort();
     if let Some(task) = sync {
         task.abort();
     }
     tracing::info!("agent-worker stopped");
     Ok(())
+}
+
+/// How often the relay's readiness is asked, so the metrics say whether it is reachable even
+/// while no agent calls.
+const PROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Asks the relay's `/readyz` every [`PROBE_EVERY`]; says when it stops and starts answering.
+async fn probe_relay(state: Arc<ServeState>) {
+    let mut reached = true;
+    loop {
+        let now = state
+            .worker
+            .client
+            .relay_ready(std::time::Duration::from_secs(2))
+            .await
+            .is_ok();
+        if now != reached {
+            if now {
+                tracing::info!("the relay answers again");
+            } else {
+                tracing::warn!(relay = %state.worker.client.relay_url(), "the relay cannot be reached");
+            }
+            reached = now;
+        }
+        tokio::time::sleep(PROBE_EVERY).await;
+    }
 }
 
 /// Reads the catalog again at each SIGHUP; a catalog with problems is refused (each logged)

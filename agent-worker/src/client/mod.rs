@@ -1,6 +1,9 @@
 //! The typed relay client: one `reqwest::Client`, per-call timeouts, retries on transport
 //! failures that reuse one `Idempotency-Key` (so a retry can never emit a tool call twice), and
-//! every failure as a [`ToolError`] value that can be handed to an LLM.
+//! every failure as a [`ToolError`] value that can be handed to an LLM. Each attempt carries
+//! the call's W3C trace context (its own span's while spans are exported, else the caller's)
+//! and is counted in the client's [`Metrics`]; the relay's `Server-Timing` comes back in the
+//! call's [`Report`].
 //!
 //! ```no_run
 //! use agent_worker::client::{CallOptions, ClientConfig, RelayClient};
@@ -33,18 +36,23 @@
 //! # }
 //! ```
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand::RngCore;
 use relay_wire::Fp;
 use relay_wire::{
-    ErrorBody, ErrorCode, KeyStatus, RevokeResponse, Secret, ToolCallResponse, headers,
+    ErrorBody, ErrorCode, KeyStatus, RevokeResponse, Secret, ServerTiming, ToolCallResponse,
+    TraceContext, headers,
 };
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use tracing::{Instrument, Span, field};
 
 pub use crate::error::{Code, ToolError, single_line};
+use crate::metrics::{Attempt, Metrics};
+use crate::telemetry;
 
 mod tab;
 pub use tab::TabState;
@@ -62,6 +70,18 @@ pub struct CallOptions {
     pub timeout_ms: Option<u64>,
     /// Reuse a caller's retry key; a fresh one is made per call otherwise.
     pub idempotency_key: Option<String>,
+    /// The caller's W3C trace context, passed on to the relay (and by it to the tab) when this
+    /// process exports no span of its own for the call.
+    pub trace: Option<TraceContext>,
+}
+
+/// What a call came to besides its outcome: the relay's call id (also of a failure) and how
+/// the relay split the call's time (`Server-Timing`), when it answered; the attempts made.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Report {
+    pub call_id: Option<String>,
+    pub timing: Option<ServerTiming>,
+    pub attempts: u32,
 }
 
 /// A delivered (and, if awaited, answered) call.
@@ -117,6 +137,7 @@ impl ClientConfig {
 pub struct RelayClient {
     http: reqwest::Client,
     config: ClientConfig,
+    metrics: Arc<Metrics>,
 }
 
 /// A fresh `Idempotency-Key` (`aw-` and 32 hex digits), for a caller that retries on its own.
@@ -133,11 +154,30 @@ impl RelayClient {
             .pool_idle_timeout(Duration::from_secs(60))
             .build()
             .map_err(|e| ToolError::new(Code::RelayUnreachable, format!("HTTP client: {e}")))?;
-        Ok(RelayClient { http, config })
+        Ok(RelayClient {
+            http,
+            config,
+            metrics: Arc::new(Metrics::new()),
+        })
     }
 
     pub fn relay_url(&self) -> &str {
         &self.config.relay_url
+    }
+
+    /// The metrics of everything built on this client (its clones share them).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Whether the relay answers `/readyz` with ready, within `bound`: what the worker's own
+    /// `/readyz` asks. An answer that is not ready still counts as reached.
+    pub async fn relay_ready(&self, bound: Duration) -> Result<bool, ToolError> {
+        let url = format!("{}/readyz", self.config.relay_url);
+        let answer = self.http.get(url).timeout(bound).send().await;
+        self.metrics.relay_reached(answer.is_ok());
+        let answer = answer.map_err(|e| transport_error(&e))?;
+        Ok(answer.status().is_success())
     }
 
     /// Sends one tool call. `params` must already be valid JSON; it is sent as is.
@@ -148,18 +188,45 @@ impl RelayClient {
         params: Option<&Value>,
         options: &CallOptions,
     ) -> Result<CallOk, ToolError> {
-        let raw = params
-            .map(serde_json::value::to_raw_value)
-            .transpose()
-            .map_err(|e| ToolError::new(Code::InvalidArguments, e.to_string()))?;
-        let body = serde_json::to_vec(&CallBody {
+        self.call_reported(api_key, tool_name, params, options)
+            .await
+            .0
+    }
+
+    /// [`RelayClient::call`], with the call's [`Report`] (call id, the relay's time split, the
+    /// attempts), also for a failure.
+    pub async fn call_reported(
+        &self,
+        api_key: &str,
+        tool_name: &str,
+        params: Option<&Value>,
+        options: &CallOptions,
+    ) -> (Result<CallOk, ToolError>, Report) {
+        let mut report = Report::default();
+        let raw = match params.map(serde_json::value::to_raw_value).transpose() {
+            Ok(raw) => raw,
+            Err(e) => {
+                return (
+                    Err(ToolError::new(Code::InvalidArguments, e.to_string())),
+                    report,
+                );
+            }
+        };
+        let body = match serde_json::to_vec(&CallBody {
             api_key,
             tool_name,
             params: raw.as_deref(),
             await_result: options.await_result,
             timeout_ms: options.timeout_ms,
-        })
-        .map_err(|e| ToolError::new(Code::InvalidArguments, e.to_string()))?;
+        }) {
+            Ok(body) => body,
+            Err(e) => {
+                return (
+                    Err(ToolError::new(Code::InvalidArguments, e.to_string())),
+                    report,
+                );
+            }
+        };
         let idem = options
             .idempotency_key
             .clone()
@@ -180,20 +247,57 @@ impl RelayClient {
 
         let mut attempt = 0;
         let outcome = loop {
-            let sent = self
+            let span = attempt_span(attempt);
+            let trace = telemetry::context_of(&span).or_else(|| options.trace.clone());
+            let mut request = self
                 .http
                 .post(&url)
                 .bearer_auth(self.config.agent_secret.expose())
                 .header(headers::IDEMPOTENCY_KEY, &idem)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .timeout(call_timeout + self.config.http_margin)
-                .body(body.clone())
-                .send()
-                .await;
+                .body(body.clone());
+            if let Some(trace) = &trace {
+                request = request.header(headers::TRACEPARENT, trace.parent.as_str());
+                if let Some(state) = &trace.state {
+                    request = request.header(headers::TRACESTATE, state.as_str());
+                }
+            }
+            let sent = request.send().instrument(span.clone()).await;
+            report.attempts += 1;
             let outcome = match sent {
-                Ok(response) => read_call(response).await,
+                Ok(response) => {
+                    span.record(
+                        "http.response.status_code",
+                        i64::from(response.status().as_u16()),
+                    );
+                    report.timing = response
+                        .headers()
+                        .get(headers::SERVER_TIMING)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(ServerTiming::parse);
+                    read_call(response).await
+                }
                 Err(err) => Err(transport_error(&err)),
             };
+            let result = match &outcome {
+                Err(e) if e.status.is_none() => Attempt::Unreachable,
+                Err(e) if e.status == Some(503) => Attempt::Unavailable,
+                _ => Attempt::Answered,
+            };
+            self.metrics.relay_attempt(result, attempt > 0);
+            match &outcome {
+                Ok(ok) => {
+                    span.record("relay.call_id", ok.call_id.as_str());
+                }
+                Err(e) => {
+                    if let Some(id) = &e.call_id {
+                        span.record("relay.call_id", id.as_str());
+                    }
+                    telemetry::fail(&span, e.code.as_str());
+                }
+            }
+            drop(span);
             match outcome {
                 Err(err) if attempt < self.config.retries && retryable(&err) => {
                     let wait = self.config.backoff * 2u32.pow(attempt);
@@ -205,7 +309,11 @@ impl RelayClient {
             }
         };
         unanswered.armed = false;
-        outcome
+        report.call_id = match &outcome {
+            Ok(ok) => Some(ok.call_id.clone()),
+            Err(e) => e.call_id.clone(),
+        };
+        (outcome, report)
     }
 
     /// Cancels the call sent with `idempotency_key` for `api_key`, if it still runs at the
@@ -248,15 +356,31 @@ impl RelayClient {
             .bearer_auth(self.config.agent_secret.expose())
             .timeout(SHORT_TIMEOUT)
             .send()
-            .await
-            .map_err(|e| transport_error(&e))?;
-        read_json(response).await
+            .await;
+        self.metrics.relay_reached(response.is_ok());
+        read_json(response.map_err(|e| transport_error(&e))?).await
     }
 }
 
 #[derive(serde::Deserialize)]
 struct CancelResponse {
     cancelled: bool,
+}
+
+/// The client span of one attempt (`attempt` 0 is the first), while spans are exported.
+fn attempt_span(attempt: u32) -> Span {
+    if !telemetry::enabled() {
+        return Span::none();
+    }
+    tracing::info_span!(
+        "relay_attempt",
+        otel.kind = "client",
+        otel.name = "POST /api/voice-agent/tool-call",
+        http.request.method = "POST",
+        http.request.resend_count = i64::from(attempt),
+        http.response.status_code = field::Empty,
+        relay.call_id = field::Empty,
+    )
 }
 
 /// Cancels a call at the relay when its future is dropped before the outcome arrived.

@@ -86,11 +86,9 @@ impl RelayClient {
             ]);
             timeout += wait;
         }
-        let response = request
-            .timeout(timeout)
-            .send()
-            .await
-            .map_err(|e| transport_error(&e))?;
+        let response = request.timeout(timeout).send().await;
+        self.metrics.relay_reached(response.is_ok());
+        let response = response.map_err(|e| transport_error(&e))?;
         match read_json::<TabState>(response).await {
             Ok(state) => Ok(Some(state)),
             Err(e) if e.is(relay_wire::ErrorCode::UnknownKey) => Ok(None),

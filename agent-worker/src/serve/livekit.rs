@@ -58,6 +58,7 @@ pub(crate) async fn livekit_webhook(
         Ok(event) => event,
         Err(err) => {
             tracing::warn!(reason = %err, "LiveKit webhook refused");
+            state.worker.client.metrics().webhook_refused("livekit");
             return Err(ApiError::unauthorized(
                 "the webhook's signature does not verify",
             ));

@@ -6,7 +6,8 @@
 //! - [`vapi`]: Vapi's server-URL `tool-calls` webhook;
 //! - [`livekit`]: LiveKit's webhooks, and [`rooms`]: its RoomService, which open and close
 //!   sessions;
-//! - [`ops`]: liveness and the open sessions; [`openapi`]: the document of all of them.
+//! - [`ops`]: liveness, readiness, metrics and the open sessions; [`history`]: a session's
+//!   timeline; [`openapi`]: the document of all of them.
 //!
 //! [`state`] holds what they share, [`error`] the one error they answer with.
 //!
@@ -14,6 +15,7 @@
 
 pub mod agent_api;
 pub mod error;
+pub mod history;
 pub mod livekit;
 pub mod mcp;
 pub mod openapi;
@@ -29,7 +31,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
-pub use state::ServeState;
+pub use state::{DebugConfig, ServeState};
 
 /// Largest request body accepted (webhooks, tool arguments).
 const MAX_BODY_BYTES: usize = 1 << 20;
@@ -44,7 +46,10 @@ pub fn router(state: Arc<ServeState>) -> Router {
         .route("/livekit/webhook", post(livekit::livekit_webhook))
         .route("/vapi/webhook", post(vapi::vapi_webhook))
         .route("/sessions", get(ops::sessions))
+        .route("/sessions/{id}/events", get(history::session_events))
         .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
         .route("/openapi.json", get(openapi::openapi_json))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)

@@ -13,10 +13,13 @@ use utoipa::{Modify, OpenApi};
 
 use super::agent_api::{AgentAnswer, AgentFailure};
 use super::error::{ErrorAnswer, ErrorDetail, OkAnswer};
+use super::history::ClosedSession;
+use super::ops::Readiness;
 use super::state::ServeState;
 use super::vapi::{VapiResult, VapiResults};
 use crate::catalog::Catalog;
 use crate::error::Code;
+use crate::session::timeline::{Event, Page, What};
 use crate::session::{Offer, OfferedTool, SessionInfo, ToolStats};
 
 #[derive(OpenApi)]
@@ -35,7 +38,10 @@ use crate::session::{Offer, OfferedTool, SessionInfo, ToolStats};
         super::livekit::livekit_webhook,
         super::vapi::vapi_webhook,
         super::ops::sessions,
+        super::history::session_events,
         super::ops::healthz,
+        super::ops::readyz,
+        super::ops::metrics,
         super::agent_api::list_tools,
         super::agent_api::call_tool,
         super::mcp::surface::post,
@@ -52,6 +58,11 @@ use crate::session::{Offer, OfferedTool, SessionInfo, ToolStats};
         VapiResult,
         SessionList,
         SessionInfo,
+        ClosedSession,
+        Page,
+        Event,
+        What,
+        Readiness,
         ToolStats,
         Offer,
         OfferedTool,
@@ -65,7 +76,7 @@ use crate::session::{Offer, OfferedTool, SessionInfo, ToolStats};
         (name = "webhooks", description = "LiveKit's and Vapi's webhooks"),
         (name = "agent", description = "The agent API: the session's tools, and running one"),
         (name = "mcp", description = "The MCP endpoint (Streamable HTTP); the messages are MCP's JSON-RPC"),
-        (name = "operations", description = "Liveness, sessions, this document"),
+        (name = "operations", description = "Liveness, readiness, metrics, sessions and their timelines, this document"),
     )
 )]
 struct WorkerApi;
@@ -200,6 +211,8 @@ pub struct VapiMessage {
 #[allow(dead_code)]
 pub struct SessionList {
     sessions: Vec<SessionInfo>,
+    /// Closed sessions whose timelines are still kept.
+    closed: Vec<ClosedSession>,
 }
 
 /// The document as served: the generated one, with one operation per catalog tool, and
@@ -295,8 +308,11 @@ mod tests {
                 "GET /agent/tools",
                 "GET /healthz",
                 "GET /mcp",
+                "GET /metrics",
                 "GET /openapi.json",
+                "GET /readyz",
                 "GET /sessions",
+                "GET /sessions/{id}/events",
                 "POST /agent/tools/{name}",
                 "POST /livekit/webhook",
                 "POST /mcp",

@@ -1,6 +1,7 @@
 //! What every surface of `agent-worker serve` shares: the worker, the credentials it accepts
 //! (digests of the agent secrets and of Vapi's, LiveKit's webhook verifier), who may reach the
-//! MCP endpoint, the state file of open LiveKit sessions, and the shutdown signal.
+//! MCP endpoint (and its sessions, counted in the metrics), what operators see (`/debug`, its
+//! trace links), the state file of open LiveKit sessions, and the shutdown signal.
 
 use axum::http::{HeaderMap, header};
 use livekit_api::access_token::TokenVerifier;
@@ -8,6 +9,8 @@ use livekit_api::webhooks::WebhookReceiver;
 use relay_wire::{Secret, headers, is_api_key};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
+
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
 use super::mcp::McpConfig;
 use super::rooms::{self, StateFile};
@@ -20,8 +23,20 @@ pub struct ServeState {
     agent_secrets: Vec<[u8; 32]>,
     state_file: Option<StateFile>,
     pub(super) mcp: McpConfig,
+    /// The MCP endpoint's sessions.
+    pub(super) mcp_sessions: std::sync::Arc<LocalSessionManager>,
+    /// What operators see: the `/debug` page (off by default) and its link to a trace viewer.
+    pub(super) debug: DebugConfig,
     /// Fired when the server stops: ends the MCP sessions and their open streams.
     pub(super) shutdown: CancellationToken,
+}
+
+/// The `/debug` page's settings (`WORKER_DEBUG_PAGE`, `WORKER_TRACE_LINK`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DebugConfig {
+    pub page: bool,
+    /// `https://…{traceId}…`: where a trace id links to.
+    pub trace_link: Option<String>,
 }
 
 fn digest(s: &str) -> [u8; 32] {
@@ -76,8 +91,23 @@ impl ServeState {
             agent_secrets: agent_secrets.iter().map(|s| digest(s.expose())).collect(),
             state_file: None,
             mcp: McpConfig::default(),
+            mcp_sessions: Default::default(),
+            debug: DebugConfig::default(),
             shutdown: CancellationToken::new(),
         }
+    }
+
+    /// Turns the `/debug` page on or off, with its trace links.
+    pub fn with_debug(mut self, debug: DebugConfig) -> Self {
+        self.debug = debug;
+        self
+    }
+
+    /// True when the request carries the operators' credential: what `/sessions`, the
+    /// timelines and `/debug` need. Every operator route asks here, so the credential changes
+    /// in one place.
+    pub fn operator_authorized(&self, headers: &HeaderMap) -> bool {
+        self.agent_authorized(headers)
     }
 
     /// Who may reach the MCP endpoint (hosts and origins).

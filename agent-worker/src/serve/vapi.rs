@@ -111,6 +111,7 @@ pub(crate) async fn vapi_webhook(
         ));
     }
     if !state.vapi_authorized(&headers) {
+        state.worker.client.metrics().webhook_refused("vapi");
         return Err(ApiError::unauthorized("missing or wrong Vapi secret"));
     }
     let body = error::body(body)?;

@@ -1,15 +1,18 @@
 //! Sessions: one per key while its participant is in a room (opened and closed by LiveKit
 //! webhooks), while a voice platform uses it, or once an agent asks for it. Each holds where it
 //! is among the catalog's modes, what the relay last said of its tab, the session log's figures,
-//! and a counter of changes that followers (MCP sessions, agents waiting for a new offer) watch.
-//! Keys appear in logs only as fingerprints.
+//! its timeline (kept a while after it closes, found by the session's id), and a counter of
+//! changes that followers (MCP sessions, agents waiting for a new offer) watch. Keys appear in
+//! logs and timelines only as fingerprints.
 
 mod log;
 pub mod modes;
 pub mod offer;
 pub mod page;
 mod tab;
+pub mod timeline;
 
+use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,14 +26,19 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::{self, Catalog};
 use crate::client::RelayClient;
 
-pub use log::{SessionInfo, ToolStats};
+pub use log::{CallRecord, SessionInfo, ToolStats};
 pub use modes::ModeStack;
 pub use offer::{Offer, OfferedTool};
 pub use tab::TabView;
+pub use timeline::{Timeline, TimelineConfig};
 
 /// One session.
 pub(crate) struct Session {
     key: String,
+    /// `s_` and 16 hex digits: names the session (and its timeline) where the key may not go.
+    id: String,
+    /// What happened in the session, unless timelines are off.
+    timeline: Option<Arc<Timeline>>,
     /// Whether calls are held to the current mode's tools (sessions whose pipeline drives
     /// modes); a voice platform that declares its own tools (Vapi) is not.
     enforce_modes: bool,
@@ -101,6 +109,19 @@ pub struct Sessions {
     catalog: catalog::Shared,
     client: RelayClient,
     page_tools: bool,
+    timelines: TimelineConfig,
+    /// Every timeline kept, by session id: the open sessions' and the closed ones'.
+    by_id: DashMap<String, Arc<Timeline>>,
+    /// The closed sessions' ids, oldest first (forgotten after `timelines.keep`, or beyond
+    /// `timelines.max_closed`).
+    closed: Mutex<VecDeque<(Instant, String)>>,
+}
+
+/// A fresh session id: `s_` and 16 hex digits.
+fn new_session_id() -> String {
+    let mut bytes = [0u8; 8];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
+    format!("s_{}", hex::encode(bytes))
 }
 
 impl Sessions {
@@ -113,7 +134,15 @@ impl Sessions {
             catalog,
             client,
             page_tools,
+            timelines: TimelineConfig::default(),
+            by_id: DashMap::new(),
+            closed: Mutex::new(VecDeque::new()),
         }
+    }
+
+    /// Keeps timelines as `config` says (`max_events` 0: none), for sessions opened from now on.
+    pub fn set_timelines(&mut self, config: TimelineConfig) {
+        self.timelines = config;
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {
@@ -180,8 +209,20 @@ impl Sessions {
             })
             .or_insert_with(|| {
                 let now = Instant::now();
+                let id = new_session_id();
+                let timeline = (self.timelines.max_events > 0).then(|| {
+                    Arc::new(Timeline::new(
+                        id.clone(),
+                        relay_wire::fingerprint(key),
+                        source,
+                        room,
+                        self.timelines.max_events,
+                    ))
+                });
                 let session = Arc::new(Session {
                     key: key.to_owned(),
+                    id,
+                    timeline,
                     enforce_modes,
                     opened: now,
                     state: Mutex::new(SessionState {
@@ -203,7 +244,14 @@ impl Sessions {
                 session
             });
         if let Some(session) = &opened {
-            tracing::info!(key = %Fp(key), room, identity, source, mode = catalog.initial_mode(), "session opened");
+            tracing::info!(key = %Fp(key), session = %session.id, room, identity, source, mode = catalog.initial_mode(), "session opened");
+            if let Some(timeline) = &session.timeline {
+                self.by_id.insert(session.id.clone(), timeline.clone());
+                timeline.push(timeline::What::Opened {
+                    source,
+                    mode: catalog.initial_mode().to_owned(),
+                });
+            }
             self.tell_mode(session);
         } else if adopted {
             tracing::info!(key = %Fp(key), room, identity, source, "session located");
@@ -219,6 +267,12 @@ impl Sessions {
         session.closed.cancel();
         lock(&session.changes).take();
         log::closed(key, &session, reason);
+        if let Some(timeline) = &session.timeline {
+            timeline.close(reason);
+            let mut closed = lock(&self.closed);
+            closed.push_back((Instant::now(), session.id.clone()));
+            self.forget_closed(&mut closed);
+        }
         true
     }
 
@@ -339,6 +393,7 @@ impl Sessions {
             );
             state.mode_since = now;
             state.transitions += 1;
+            self.mode_changed(session, from, state.stack.active());
         }
         session.bump();
         self.tell_mode(session);
@@ -356,6 +411,7 @@ impl Sessions {
                 let moved = state.stack.fit(&catalog);
                 if moved {
                     tracing::info!(key = %Fp(&session.key), from, to = state.stack.active(), "mode changed: the reloaded catalog has no such mode");
+                    self.mode_changed(&session, from, state.stack.active());
                 }
                 moved
             };

@@ -10,7 +10,7 @@ use std::time::Duration;
 use relay_wire::Fp;
 
 use super::page::{self, PageTools};
-use super::{Session, Sessions, lock};
+use super::{Session, Sessions, lock, timeline};
 use crate::client::{RelayClient, TabState};
 
 /// How long one wait on the relay lasts before it is asked again.
@@ -71,6 +71,18 @@ impl TabCache {
     }
 }
 
+/// Records in the session's timeline what a read of the relay said of the tab: its state when
+/// it changed, a declaration when its revision is new.
+fn observe(session: &Session, state: Option<&TabState>) {
+    let Some(timeline) = &session.timeline else {
+        return;
+    };
+    timeline.tab(timeline::tab_state(state.map(|s| s.state)));
+    if let Some(s) = state.filter(|s| s.revision > 0) {
+        timeline.declared(s.revision, s.handles.as_ref().map(Vec::len));
+    }
+}
+
 fn log_refused(key: &str, page: Option<&Arc<PageTools>>) {
     for (name, why) in page.map(|p| p.refused.as_slice()).unwrap_or_default() {
         tracing::warn!(key = %Fp(key), tool = %name, reason = %why, "page tool left out");
@@ -92,6 +104,9 @@ impl Sessions {
         };
         match session {
             Some(s) => {
+                if let Some(state) = &fetched {
+                    observe(&s, state.as_ref());
+                }
                 let (view, changed) = {
                     let mut cache = lock(&s.tab);
                     let Some(state) = fetched else {
@@ -165,6 +180,7 @@ async fn keep_current(session: Arc<Session>, client: RelayClient, page_tools: bo
                 }
                 let known = state.is_some();
                 after = state.as_ref().map(|s| s.revision);
+                observe(&session, state.as_ref());
                 let changed = {
                     let mut cache = lock(&session.tab);
                     let changed = cache.update(state, page_tools);

@@ -226,10 +226,9 @@ impl ServerHandler for Handler {
         // call: the relay client then cancels it at the relay, and the tab is told.
         let outcome = tokio::select! {
             outcome = worker.agent_call(&key, &name, &args) => outcome,
+            // The call's record, dropped unsettled, counts it as cancelled.
             _ = context.ct.cancelled() => {
-                let cancelled = ToolError::new(Code::Cancelled, "the MCP client cancelled the call");
-                worker.sessions.record(&key, &name, started.elapsed(), &Err(cancelled));
-                tracing::info!(key = %Fp(&key), tool = %name, "MCP tool call cancelled by the client");
+                tracing::info!(key = %Fp(&key), tool = %name, took_ms = started.elapsed().as_millis() as u64, "MCP tool call cancelled by the client");
                 return Err(McpError::invalid_request("the call was cancelled", None));
             }
         };

@@ -25,7 +25,6 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -90,7 +89,7 @@ pub fn service(
     let handler_state = state.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(Handler::new(handler_state.clone())),
-        Arc::new(LocalSessionManager::default()),
+        state.mcp_sessions.clone(),
         http,
     );
     axum::routing::Router::new()
