@@ -27,9 +27,24 @@ export interface CallMeta {
   expectsResult: boolean;
   /** Milliseconds the tab had to answer when the call was sent; null when no answer is awaited. */
   deadlineMs: number | null;
+  /**
+   * The call's W3C trace context (`traceparent`, and `tracestate` with it) when the agent's call
+   * carried one: give it to your own tracing so the handler's work joins the agent's trace.
+   */
+  traceparent?: string;
+  tracestate?: string;
   /** Aborted when the relay cancels the call (timeout, revoke) or the client stops. */
   signal: AbortSignal;
 }
+
+/** The meta as the relay sends it: `acceptsHandlerMs` says the relay reads the handler's time. */
+interface SentMeta extends Partial<Omit<CallMeta, 'signal'>> {
+  acceptsHandlerMs?: boolean;
+}
+
+/** The handler's time for the answer's envelope: milliseconds, to a hundredth. */
+const handlerMs = (since: number): number => Math.max(0, Math.round((now() - since) * 100) / 100);
+const now = (): number => (typeof performance !== 'undefined' ? performance.now() : Date.now());
 
 export type ToolHandler = (params: any, meta: CallMeta) => unknown | Promise<unknown>;
 
@@ -434,11 +449,16 @@ export class VoiceRelayClient {
     const toolName = event.slice(PREFIX.length);
     const ack = typeof args[args.length - 1] === 'function' ? (args.pop() as Ack) : null;
     const params = args[0];
-    const raw = (args[1] ?? {}) as Partial<CallMeta>;
+    const raw = (args[1] ?? {}) as SentMeta;
+    const arrived = now();
+    // The handler's time goes back only to a relay that said it reads it: an older relay would
+    // hand the extra field to the agent as part of the result.
+    const timed = raw.acceptsHandlerMs === true;
     const callId = raw.callId ?? `local-${Math.random().toString(16).slice(2)}`;
     const handler = this.handlers.get(toolName);
     if (!handler) {
-      ack?.({ ok: false, error: { code: 'no_handler', message: `this tab has no handler for ${toolName}` } });
+      const answer = { ok: false, error: { code: 'no_handler', message: `this tab has no handler for ${toolName}` } };
+      ack?.(timed ? { ...answer, handlerMs: handlerMs(arrived) } : answer);
       return;
     }
 
@@ -464,16 +484,21 @@ export class VoiceRelayClient {
       deadlineMs: raw.deadlineMs ?? null,
       signal: controller.signal,
     };
+    if (typeof raw.traceparent === 'string') meta.traceparent = raw.traceparent;
+    if (typeof raw.tracestate === 'string') meta.tracestate = raw.tracestate;
     this.emit('call', toolName, params, meta);
     const settled = (async () => {
+      let answer: Record<string, unknown>;
       try {
         const result = await handler(params, meta);
-        return { ok: true, result: result === undefined ? null : result };
+        answer = { ok: true, result: result === undefined ? null : result };
       } catch (err) {
         const error = toErrorObject(err);
         this.emit('error', toolName, error);
-        return { ok: false, error };
+        answer = { ok: false, error };
       }
+      if (timed) answer.handlerMs = handlerMs(arrived);
+      return answer;
     })();
     const entry: Pending = { controller, settled };
     if (meta.deadlineMs !== null) {
