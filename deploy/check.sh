@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks the deploy files with the tools that exist here: hadolint (Dockerfile),
-# kubernetes-validate --strict (manifests), docker-compose config (compose files), haproxy -c,
+# kubernetes-validate --strict (manifests), docker-compose config (compose files, the
+# observability profile included), promtool (Prometheus config, alert rules), haproxy -c,
 # systemd-analyze verify (units), relay check-config (the systemd environment example), and that
 # no file runs the token service open. Python tools come from a project-local venv when missing.
 # What cannot be checked on a machine without a container engine: building and running the image.
@@ -25,10 +26,12 @@ echo "-- hadolint deploy/Dockerfile"
 echo "-- kubernetes-validate --strict deploy/k8s"
 "$(py_tool kubernetes-validate kubernetes-validate)" --strict --quiet "$ROOT"/deploy/k8s/*.yaml
 
-echo "-- docker-compose config deploy/compose.yaml"
+echo "-- docker-compose config deploy/compose.yaml (and its observability profile)"
 command -v docker-compose >/dev/null 2>&1 || { echo "docker-compose is missing: apt-get install -y docker-compose" >&2; exit 1; }
 LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=check RELAY_AGENT_SECRET=check RELAY_TOKEN_ISSUER_SECRET=check \
   docker-compose -f "$ROOT/deploy/compose.yaml" config -q
+LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=check RELAY_AGENT_SECRET=check RELAY_TOKEN_ISSUER_SECRET=check \
+  docker-compose -f "$ROOT/deploy/compose.yaml" --profile observability config -q
 
 echo "-- docker-compose config deploy/compose.cluster.yaml"
 LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=check RELAY_AGENT_SECRET=check RELAY_TOKEN_ISSUER_SECRET=check \
@@ -39,6 +42,12 @@ if grep -rnE --exclude=check.sh 'RELAY_TOKEN_MODE[=:][[:space:]]*"?open|RELAY_AL
   echo "a deploy file runs RELAY_TOKEN_MODE=open or turns bare keys on" >&2
   exit 1
 fi
+
+echo "-- promtool: deploy/observability (scrape config, alert rules and their synthetic cases)"
+command -v promtool >/dev/null 2>&1 || { echo "promtool is missing: apt-get install -y prometheus" >&2; exit 1; }
+promtool check config "$ROOT/deploy/observability/prometheus.yml"
+(cd "$ROOT/deploy/observability" && promtool test rules alerts.test.yml)
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["panels"] and d["uid"]' "$ROOT/deploy/observability/grafana-dashboard.json"
 
 echo "-- haproxy -c deploy/haproxy.cfg"
 command -v haproxy >/dev/null 2>&1 || { echo "haproxy is missing: apt-get install -y haproxy" >&2; exit 1; }

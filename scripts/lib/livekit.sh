@@ -42,7 +42,8 @@ yaml_str() { printf "'%s'" "${1//\'/\'\'}"; }
 
 # Writes the local LiveKit server's config from .env into $RUN_DIR/livekit.yaml (mode 600: it
 # holds the API secret): HTTP on 127.0.0.1, one UDP port, no TCP fallback, webhooks to the
-# worker signed with the same key.
+# worker signed with the same key, its Prometheus metrics on 127.0.0.1:$LIVEKIT_METRICS_PORT
+# (6789 by default; 0 turns them off).
 write_livekit_config() {
   local cfg="$RUN_DIR/livekit.yaml"
   mkdir -p "$RUN_DIR"
@@ -52,6 +53,7 @@ write_livekit_config() {
 # Written by scripts/manage.sh from $ENV_FILE at every start; edit .env, not this file.
 port: $LK_PORT
 bind_addresses: [127.0.0.1]
+$([[ "${LIVEKIT_METRICS_PORT:-6789}" != 0 ]] && printf 'prometheus_port: %s\n' "${LIVEKIT_METRICS_PORT:-6789}")
 keys:
   $(yaml_str "$LIVEKIT_API_KEY"): $(yaml_str "$LIVEKIT_API_SECRET")
 rtc:
