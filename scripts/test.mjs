@@ -255,6 +255,10 @@ say('== cross-node protocol tests once more on a Redis Cluster (E2E_REDIS=cluste
 await nodeTests('e2e-redis-cluster', join(ROOT, 'e2e'),
   ['--test-concurrency=1', 'protocol/cluster.test.mjs', 'protocol/cluster-failover.test.mjs', 'protocol/partition.test.mjs', 'protocol/catalog-nodes.test.mjs', 'protocol/targeted.test.mjs'],
   { ...BINS, TEST_LOG_DIR: LOGS, E2E_REDIS: 'cluster' });
+say('== observability (spans over OTLP to a real receiver, session timelines and /debug in Chromium, Debian\'s Prometheus on the shipped scrape config, alerts and dashboard)');
+await lib('ensure_livekit');
+await nodeTests('observability', join(ROOT, 'e2e'), ['--test-concurrency=1', 'observability/'],
+  { ...BINS, TEST_LOG_DIR: LOGS, CHROMIUM_PATH: CHROMIUM, VA_TOOLS_DIR: TOOLS });
 say('== voice UI cores (web/test/ui: the React cores in Node)');
 await nodeTests('web-ui', join(ROOT, 'web'), ['test/ui/']);
 

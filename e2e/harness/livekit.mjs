@@ -21,15 +21,17 @@ export function livekitBin() {
 
 /**
  * Writes the config into `dir` and starts the server; resolves once its HTTP port answers, with
- * `{url, wsUrl, logPath, stop()}`. `nodeIp` puts its ICE candidates on that address only.
+ * `{url, wsUrl, logPath, stop()}`. `nodeIp` puts its ICE candidates on that address only;
+ * `prometheusPort` turns its metrics on (`http://127.0.0.1:<port>/metrics`).
  */
-export async function startLivekit({ dir, secret, webhookUrl, port = 7880, udpPort = 7882, nodeIp, logPath, room = {} }) {
+export async function startLivekit({ dir, secret, webhookUrl, port = 7880, udpPort = 7882, nodeIp, logPath, room = {}, prometheusPort }) {
   const bin = livekitBin();
   if (!bin) throw new Error('no LiveKit server: scripts/manage.sh test installs it into .tools/bin');
   const config = join(dir, 'livekit.yaml');
   writeFileSync(config, [
     `port: ${port}`,
     'bind_addresses: [127.0.0.1]',
+    ...(prometheusPort ? [`prometheus_port: ${prometheusPort}`] : []),
     'keys:',
     `  ${LIVEKIT_KEY}: ${secret}`,
     'rtc:',

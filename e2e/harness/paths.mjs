@@ -28,4 +28,7 @@ export const webPackageDir = join(webDir, 'client');
 // The agents: the Node package (its build and its scripted test agent), the Python scripted agent.
 export const nodeAgentDir = join(repoRoot, 'agent-worker/node');
 export const pythonScriptedAgent = join(e2eDir, 'worker/scripted_agent.py');
+// The OTLP/HTTP trace receiver (Python, opentelemetry-proto) and the venv's Python that runs it.
+export const otlpReceiverScript = join(e2eDir, 'worker/otlp_receiver.py');
+export const venvPython = join(toolsDir, 'venv/bin/python');
 export const nodeScriptedAgent = join(nodeAgentDir, 'test/scripted-agent.mjs');

@@ -117,8 +117,18 @@ test('healthz, readyz and Prometheus metrics', async () => {
     assert.equal(value(/^relay_tokens_issued_total (\d+)/m), 1);
     assert.equal(value(/^relay_tool_calls_total\{outcome="ok"\} (\d+)/m), 2);
     assert.equal(value(/^relay_tool_calls_total\{outcome="timeout"\} (\d+)/m), 1);
-    assert.equal(value(/^relay_tool_call_duration_seconds_count\{kind="awaited"\} (\d+)/m), 1);
-    assert.equal(value(/^relay_tool_call_duration_seconds_count\{kind="fire_and_forget"\} (\d+)/m), 1);
+    assert.equal(value(/^relay_tool_call_duration_seconds_count\{kind="awaited",outcome="ok"\} (\d+)/m), 1);
+    assert.equal(value(/^relay_tool_call_duration_seconds_count\{kind="fire_and_forget",outcome="ok"\} (\d+)/m), 1);
+    // Failed calls have their latency too; the timed-out one took its 50 ms.
+    assert.equal(value(/^relay_tool_call_duration_seconds_count\{kind="awaited",outcome="timeout"\} (\d+)/m), 1);
+    assert.ok(value(/^relay_tool_call_duration_seconds_sum\{kind="awaited",outcome="timeout"\} ([\d.e-]+)/m) >= 0.05);
+    assert.equal(value(/^relay_deliveries_total\{route="local"\} (\d+)/m), 3);
+    assert.equal(value(/^relay_deliveries_total\{route="remote"\} (\d+)/m), 0);
+    assert.equal(value(/^relay_ready (\d+)/m), 1);
+    assert.match(text, /^relay_build_info\{version="\d+\.\d+\.\d+"\} 1$/m);
+    assert.ok(value(/^relay_runtime_lateness_seconds_count (\d+)/m) >= 1, 'the runtime is probed');
+    // No key, call id or room is ever a label.
+    assert.doesNotMatch(text, /va_[0-9a-f]{8}|c_[0-9a-f]{24}|room/);
     tab.close();
     await relay.waitState(apiKey, 'offline');
     const after = (await relay.fetch('/metrics')).body;

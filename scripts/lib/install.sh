@@ -65,6 +65,9 @@ ensure_test_tools() {
   command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
   command -v openssl >/dev/null 2>&1 || missing+=(openssl)
   command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
+  # Prometheus and promtool: the scrape configuration, alert rules and dashboard queries of
+  # deploy/observability are run against a real Prometheus.
+  command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
   command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
   command -v espeak-ng >/dev/null 2>&1 || missing+=(espeak-ng)
   command -v sox >/dev/null 2>&1 || missing+=(sox)
