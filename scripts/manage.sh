@@ -77,6 +77,30 @@ cmd_start() {
   say "pop the popover in that tab (its key is shown on the page):"
   say "  set -a; . $ENV_FILE; set +a; $WORKER_BIN call <va_key> OpenPopover '{\"message\":\"Hello\"}'"
   say "walk it through every tool: $WORKER_BIN demo <va_key>"
+  where_to_look "$addr" "$(addr_of worker)"
+}
+
+# Where an operator looks: each server's metrics and readiness, the worker's session timelines,
+# LiveKit's metrics, the traces' destination, and the page that follows one call end to end.
+where_to_look() {
+  local relay="$1" worker="$2"
+  say ""
+  say "where to look:"
+  say "  metrics:    http://$relay/metrics (relay), http://$worker/metrics (worker)$(
+    livekit_local && [[ "${LIVEKIT_METRICS_PORT:-6789}" != 0 ]] && printf ', http://127.0.0.1:%s/metrics (LiveKit)' "${LIVEKIT_METRICS_PORT:-6789}")"
+  say "  readiness:  http://$relay/readyz, http://$worker/readyz (the worker's: the relay reachable)"
+  if [[ "${WORKER_DEBUG_PAGE:-false}" == true ]]; then
+    say "  sessions:   http://$worker/debug (their timelines; it asks for RELAY_AGENT_SECRET from $ENV_FILE)"
+  else
+    say "  sessions:   GET http://$worker/sessions and /sessions/<id>/events (WORKER_DEBUG_PAGE=true adds a page)"
+  fi
+  if [[ -n "${OTEL_EXPORTER_OTLP_ENDPOINT:-}${OTEL_EXPORTER_OTLP_TRACES_ENDPOINT:-}" ]]; then
+    # Shown without user information or query: either may hold a credential.
+    say "  traces:     exported over OTLP to $(sed -E 's#//[^/@]*@#//#; s#[?].*##' <<<"${OTEL_EXPORTER_OTLP_TRACES_ENDPOINT:-$OTEL_EXPORTER_OTLP_ENDPOINT}")"
+  else
+    say "  traces:     off (set OTEL_EXPORTER_OTLP_ENDPOINT in $ENV_FILE to export spans)"
+  fi
+  say "  dashboards and alerts: deploy/observability/; one call end to end: docs/follow-a-call.md"
 }
 
 cmd_stop() { stop_pid agent; stop_pid worker; stop_pid relay; stop_pid livekit; }

@@ -72,6 +72,10 @@ VAPI_SECRET=$(random_hex 32)
 # worker offers such page tools to agents. Off in every deploy file: a page's text then reaches
 # the agent's model. WORKER_CATALOG names your app's tool catalog (docs/add-a-tool.md).
 WORKER_PAGE_TOOLS=true
+# Development: the worker serves /debug (the sessions and their timelines, asking for the agent
+# secret); off by default elsewhere. Spans go out over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is
+# set (docs/operations.md, Traces).
+WORKER_DEBUG_PAGE=true
 RUST_LOG=info
 EOF
   chmod 600 "$ENV_FILE"
