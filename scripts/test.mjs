@@ -199,8 +199,8 @@ mkdirSync(REPORTS, { recursive: true });
 say('== cargo test (libtest JSON reports in test-logs/reports/cargo)');
 await cargoTests();
 
-say('== library crates: cargo package --list holds only sources (and the worker\'s embedded default catalog)');
-const allowed = /^(\.cargo_vcs_info\.json|Cargo\.lock|Cargo\.toml(\.orig)?|README\.md|(src|tests|examples)\/.*\.rs|catalog\/[a-z0-9_-]+\.json)$/;
+say('== library crates: cargo package --list holds only sources (and the worker\'s embedded default catalog and debug page)');
+const allowed = /^(\.cargo_vcs_info\.json|Cargo\.lock|Cargo\.toml(\.orig)?|README\.md|(src|tests|examples)\/.*\.rs|src\/serve\/debug\/[a-z]+\.(html|js|css)|catalog\/[a-z0-9_-]+\.json)$/;
 for (const crate of ['relay-wire', 'agent-worker']) {
   const listed = spawnSync('cargo', ['package', '--list', '--allow-dirty', '-p', crate], { cwd: ROOT, encoding: 'utf8' }).stdout ?? '';
   const stray = listed.split('\n').filter((f) => f && !allowed.test(f));

@@ -38,3 +38,22 @@ pub fn trace_id(span: &tracing::Span, caller: Option<&relay_wire::TraceContext>)
         .or(caller)
         .map(|t| t.trace_id().to_owned())
 }
+
+tokio::task_local! {
+    /// The W3C context the request being served came with.
+    static CALLER: Option<relay_wire::TraceContext>;
+}
+
+/// Runs `work` as the serving of a request that came with `trace` ([`caller`] answers it).
+pub async fn with_caller<F: std::future::Future>(
+    trace: Option<relay_wire::TraceContext>,
+    work: F,
+) -> F::Output {
+    CALLER.scope(trace, work).await
+}
+
+/// The W3C context of the request being served (`serve` sets it for every HTTP request), if it
+/// came with one.
+pub fn caller() -> Option<relay_wire::TraceContext> {
+    CALLER.try_with(Clone::clone).ok().flatten()
+}

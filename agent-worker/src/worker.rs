@@ -270,7 +270,8 @@ impl Worker {
         self.agent_call_with(key, tool, args, None).await
     }
 
-    /// [`Worker::agent_call`] with the caller's `Idempotency-Key` for a UI tool.
+    /// [`Worker::agent_call`] with the caller's `Idempotency-Key` for a UI tool, in the trace
+    /// of the request being served (`telemetry::caller`).
     pub async fn agent_call_with(
         &self,
         key: &str,
@@ -278,7 +279,7 @@ impl Worker {
         args: &Value,
         idempotency_key: Option<String>,
     ) -> AgentOutcome {
-        self.agent_call_traced(key, tool, args, idempotency_key, None)
+        self.agent_call_traced(key, tool, args, idempotency_key, telemetry::caller())
             .await
     }
 

@@ -12,9 +12,12 @@ mkdirSync(shotDir, { recursive: true });
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
-export async function launch() {
+/** A Chromium context; `options` adds to playwright's (`bypassCSP` lets axe-core run on a page
+ * whose policy refuses injected scripts). */
+export async function launch(options = {}) {
   const userDataDir = mkdtempSync(join(tmpdir(), 'relay-chromium-'));
   const context = await chromium.launchPersistentContext(userDataDir, {
+    ...options,
     executablePath: CHROMIUM,
     headless: true,
     timeout: 30000,

@@ -7,13 +7,15 @@
 //! - [`livekit`]: LiveKit's webhooks, and [`rooms`]: its RoomService, which open and close
 //!   sessions;
 //! - [`ops`]: liveness, readiness, metrics and the open sessions; [`history`]: a session's
-//!   timeline; [`openapi`]: the document of all of them.
+//!   timeline; [`debug`]: the operators' page of them; [`openapi`]: the document of all of them.
 //!
-//! [`state`] holds what they share, [`error`] the one error they answer with.
+//! [`state`] holds what they share, [`error`] the one error they answer with, [`trace`] each
+//! request's trace context and server span.
 //!
 //! [`Worker`]: crate::Worker
 
 pub mod agent_api;
+pub mod debug;
 pub mod error;
 pub mod history;
 pub mod livekit;
@@ -22,6 +24,7 @@ pub mod openapi;
 pub mod ops;
 pub mod rooms;
 pub mod state;
+pub mod trace;
 pub mod vapi;
 
 use std::sync::Arc;
@@ -50,7 +53,11 @@ pub fn router(state: Arc<ServeState>) -> Router {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
+        .route("/debug", get(debug::page))
+        .route("/debug/debug.js", get(debug::script))
+        .route("/debug/debug.css", get(debug::style))
         .route("/openapi.json", get(openapi::openapi_json))
+        .route_layer(axum::middleware::from_fn(trace::traced))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }

@@ -42,6 +42,7 @@ use crate::session::{Offer, OfferedTool, SessionInfo, ToolStats};
         super::ops::healthz,
         super::ops::readyz,
         super::ops::metrics,
+        super::debug::page,
         super::agent_api::list_tools,
         super::agent_api::call_tool,
         super::mcp::surface::post,
@@ -306,6 +307,7 @@ mod tests {
             [
                 "DELETE /mcp",
                 "GET /agent/tools",
+                "GET /debug",
                 "GET /healthz",
                 "GET /mcp",
                 "GET /metrics",

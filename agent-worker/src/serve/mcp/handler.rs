@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 use axum::http::request::Parts;
-use relay_wire::Fp;
+use relay_wire::{Fp, TraceContext};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Extensions,
     Implementation, InitializeRequestParams, InitializeResult, JsonObject, ListPromptsResult,
@@ -17,6 +17,7 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::Instrument;
 
 use super::super::state::{ServeState, routing_key};
 use crate::error::{Code, ToolError};
@@ -149,6 +150,25 @@ fn answered(output_schema: Option<&Value>, tool: &str, result: Value) -> CallToo
     }
 }
 
+/// An MCP call's W3C context: `params._meta.traceparent`/`tracestate` (as MCP carries it), else
+/// the HTTP request's headers.
+fn mcp_trace(
+    meta: Option<&rmcp::model::RequestMetaObject>,
+    context: &RequestContext<RoleServer>,
+) -> Option<TraceContext> {
+    let from_meta = |m: &rmcp::model::RequestMetaObject| {
+        TraceContext::from_values(m.get_traceparent(), m.get_tracestate())
+    };
+    meta.and_then(from_meta)
+        .or_else(|| from_meta(&context.meta))
+        .or_else(|| {
+            context
+                .extensions
+                .get::<Parts>()
+                .and_then(|parts| crate::serve::trace::trace_context(&parts.headers))
+        })
+}
+
 fn failed(error: &ToolError) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(error.speech())])
 }
@@ -218,14 +238,19 @@ impl ServerHandler for Handler {
     ) -> Result<CallToolResponse, McpError> {
         let key = key_of(&context.extensions)?;
         self.follow(&context.extensions, &context.peer, &key);
+        let trace = mcp_trace(request.meta.as_ref(), &context);
+        let span = crate::serve::trace::server_span("tools/call", trace.as_ref());
         let name: Cow<'_, str> = request.name;
         let args = Value::Object(request.arguments.unwrap_or_default());
         let worker = &self.state.worker;
         let started = tokio::time::Instant::now();
+        let call = worker
+            .agent_call_traced(&key, &name, &args, None, trace)
+            .instrument(span);
         // A client's cancellation (or a stateless request whose connection went) drops the
         // call: the relay client then cancels it at the relay, and the tab is told.
         let outcome = tokio::select! {
-            outcome = worker.agent_call(&key, &name, &args) => outcome,
+            outcome = call => outcome,
             // The call's record, dropped unsettled, counts it as cancelled.
             _ = context.ct.cancelled() => {
                 tracing::info!(key = %Fp(&key), tool = %name, took_ms = started.elapsed().as_millis() as u64, "MCP tool call cancelled by the client");
