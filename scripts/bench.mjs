@@ -8,7 +8,9 @@
 //
 //   node scripts/bench.mjs [--reps 3] [--secs 10] [--quick] [--no-50k] [--no-cluster] [--cluster-only]
 //                          [--only id,id…] [--servers relay,reference,floor] [--wait-quiet SECS]
+//                          [--tracing RATIO]
 //   node scripts/bench.mjs --scale | --storm [options of scripts/bench/scale.mjs]
+//   node scripts/bench.mjs --timeline [options of scripts/bench/timeline-memory.mjs]
 //
 // Figures: resident memory per idle tab (tabs send a browser's request headers) and after one
 // 32 KiB emit to every tab; server CPU per awaited call (utime+stime over the run / calls) at
@@ -21,6 +23,10 @@
 //
 // With redis-server installed it also measures the several-node mode: two relays on one Redis,
 // tabs bound on node A, the same load posted to node A (same node) and to node B (cross node).
+//
+// --tracing RATIO turns the relay's span export on (OTLP/HTTP to scripts/bench/otlp-sink.mjs, which
+// takes the spans without decoding them), sampling RATIO of the calls (0.01, 1): the cost of
+// tracing, against runs without it.
 //
 // Results (every run's JSON) are written to .run/bench/<timestamp>.json.
 import { spawn, execFileSync } from 'node:child_process';
@@ -38,6 +44,11 @@ if (argv.includes('--scale') || argv.includes('--storm')) {
   await (await import('./bench/scale.mjs')).main(argv, { root, target });
   process.exit(0);
 }
+// The worker's memory per session with its timeline on: scripts/bench/timeline-memory.mjs.
+if (argv.includes('--timeline')) {
+  await (await import('./bench/timeline-memory.mjs')).main(argv, { root, target });
+  process.exit(0);
+}
 const flag = (name) => argv.includes(name);
 const opt = (name, dflt) => { const i = argv.indexOf(name); return i >= 0 ? Number(argv[i + 1]) : dflt; };
 const quick = flag('--quick');
@@ -49,6 +60,9 @@ const only = (() => { const i = argv.indexOf('--only'); return i >= 0 ? new Set(
 const with50k = !flag('--no-50k') && !quick && !clusterOnly;
 const withCluster = !flag('--no-cluster');
 const pin = cpus().length >= 2;
+const tracing = (() => { const i = argv.indexOf('--tracing'); return i >= 0 ? argv[i + 1] : null; })();
+if (tracing !== null && !(Number(tracing) >= 0 && Number(tracing) <= 1)) throw new Error('--tracing takes a ratio from 0 to 1');
+const OTLP_SINK = '127.0.0.1:4199';
 // Each tab is one descriptor in the server and one in the generator; a sandbox may cap that.
 const fdLimit = Number(execFileSync('bash', ['-c', 'ulimit -n']).toString().trim()) || 1024;
 const maxIdleTabs = Math.min(50000, fdLimit - 1000);
@@ -61,6 +75,9 @@ const servers = {
       RELAY_ADDR: '127.0.0.1:4101', LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'bench-livekit-secret-0123456789ab',
       RELAY_AGENT_SECRET: SECRET, RELAY_TOKEN_MODE: 'open', RELAY_TOKEN_RATE_PER_MIN: '100000000', RELAY_AGENT_RATE_PER_SEC: '100000000',
       RELAY_MAX_INFLIGHT_PER_KEY: '100000', RELAY_TOKEN_MODE: 'open', RUST_LOG: 'warn',
+      ...(tracing === null ? {} : {
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://${OTLP_SINK}`, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: tracing,
+      }),
     },
     url: 'http://127.0.0.1:4101',
     bind: 'token',
@@ -155,7 +172,12 @@ const median = (xs) => {
   return v.length ? v[Math.floor((v.length - 1) / 2)] : null;
 };
 
-const measured = (() => { const i = argv.indexOf('--servers'); return i >= 0 ? argv[i + 1].split(',') : Object.keys(servers); })();
+// The sink for --tracing runs, on the generator's core.
+const sink = tracing === null ? null : spawn(...(pin ? ['taskset', ['-c', '1', process.execPath, join(root, 'scripts/bench/otlp-sink.mjs'), OTLP_SINK]] : [process.execPath, [join(root, 'scripts/bench/otlp-sink.mjs'), OTLP_SINK]]), { stdio: ['ignore', 'inherit', 'inherit'] });
+if (sink) await sleep(500);
+
+// Tracing runs measure the relay alone (the other servers export nothing).
+const measured = (() => { const i = argv.indexOf('--servers'); return i >= 0 ? argv[i + 1].split(',') : tracing !== null ? ['relay'] : Object.keys(servers); })();
 const results = {};
 for (const sc of clusterOnly ? [] : scenarios) {
   for (const name of measured.filter((n) => !sc.servers || sc.servers.includes(n))) {
@@ -218,6 +240,8 @@ if (withCluster && haveRedis) {
   both('  p99 latency', (x) => x.latency_us.p99, 'µs');
   both('  max latency', (x) => x.latency_us.max, 'µs');
 }
+
+sink?.kill('SIGTERM');
 
 // ---- the table -------------------------------------------------------------------------------
 const names = Object.keys(servers);
@@ -284,6 +308,7 @@ const integrity = Object.entries(results).map(([k, runs]) => [k, runs.reduce((s,
 const fmt = (v) => (v == null ? 'n/a' : Math.abs(v) >= 100 ? Math.round(v).toLocaleString('en-US') : (Math.round(v * 10) / 10).toString());
 const cpu = cpus()[0]?.model ?? 'unknown CPU';
 console.log(`\nMachine: ${cpus().length} × ${cpu}; pinned: ${pin ? 'server on core 0, generator on core 1' : 'no'}; ${reps} run(s) per scenario, ${secs} s measured each; medians.`);
+if (tracing !== null) console.log(`Tracing on: the relay exports spans over OTLP/HTTP, sampling ${tracing} of the calls.`);
 if (maxIdleTabs < 50000) console.log(`Open-file limit here: ${fdLimit}, so the idle test stops at ${maxIdleTabs} tabs; the 50k figure is extrapolated from it.`);
 console.log(`Reference: Express ${'5'} + socket.io 4 on Node ${process.version}, binding by register (the common design); relay binds by handshake token.`);
 console.log('Floor: hyper + tungstenite, no Socket.IO, no auth, no JSON library (relay/bench/src/floor.rs). Tabs send a browser\'s request headers.\n');

@@ -177,8 +177,12 @@ cmd_bench() {
     fi
     return
   fi
-  say "building release binaries (relay, loadgen)…"
-  cargo build --release -p relay -p relay-bench
+  say "building release binaries (relay, loadgen, and the worker for --timeline)…"
+  if [[ " $* " == *" --timeline "* ]]; then
+    cargo build --release -p relay -p relay-bench -p agent-worker
+  else
+    cargo build --release -p relay -p relay-bench
+  fi
   if [[ ! -d "$ROOT/relay/bench/reference/node_modules" ]]; then
     (cd "$ROOT/relay/bench/reference" && npm ci --no-audit --no-fund)
   fi
@@ -200,6 +204,8 @@ usage: scripts/manage.sh <command>
   test             run every test (scripts/test.mjs: format, lints, cargo test, pytest and
                    node:test for the agent packages, e2e/ suites; reports in test-logs/reports/)
   bench [--quick]  run the benchmark (relay against the Node reference design); see scripts/bench.mjs
+  bench --tracing R   the relay alone with its spans exported over OTLP, R (0 to 1) of the calls sampled
+  bench --timeline    the worker's memory per session with its timeline on, and off
   bench --soak M   soak for M minutes on one node and on three (churning tabs, every call outcome)
   bench --soak M --failover [S]   three nodes on Redis with sentinels, the primary failing over every S s (75)
   bench --scale    six relays on one Redis at 10k, 50k and 100k tabs (memory, binds, calls)
