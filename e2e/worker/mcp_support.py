@@ -39,11 +39,14 @@ class Tab:
         self.events: list[dict[str, Any]] = []
 
     @classmethod
-    async def open(cls, relay_url: str) -> Tab:
+    async def open(cls, relay_url: str, *, client: bool = False) -> Tab:
+        """A tab of ``tab-process.mjs``; with ``client``, the browser client itself
+        (``--client``: it declares its tools and reports its handler's time)."""
         proc = await asyncio.create_subprocess_exec(
             NODE,
             str(TAB_SCRIPT),
             relay_url,
+            *(["--client"] if client else []),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )

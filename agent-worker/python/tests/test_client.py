@@ -141,3 +141,30 @@ async def test_unreachable_worker_is_unavailable() -> None:
             assert "cannot be reached" in e.value.message
             with pytest.raises(c.Unavailable):
                 await wc.call_tool("OpenPopover", {})
+
+
+async def test_requests_carry_the_current_span_as_w3c_trace_context() -> None:
+    """Inside an OpenTelemetry span (LiveKit Agents' ``function_tool`` span, in an agent) every
+    request names it in ``traceparent``; outside any span, none is sent."""
+    import httpx
+    from opentelemetry.sdk.trace import TracerProvider
+
+    seen: list[httpx.Headers] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers)
+        body = {"ok": True, "result": {"shown": True}, "mode": "default", "modeChanged": False}
+        return httpx.Response(200, json=body)
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as http:
+        client = c.WorkerClient("http://worker.test", "s" * 20, KEY, http=http)
+        tracer = TracerProvider().get_tracer("test")
+        with tracer.start_as_current_span("function_tool") as span:
+            await client.call_tool("OpenPopover", {"message": "hi"})
+            ctx = span.get_span_context()
+        await client.call_tool("OpenPopover", {"message": "again"})
+    traced, plain = seen
+    flags = int(ctx.trace_flags)
+    assert traced["traceparent"] == f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{flags:02x}"
+    assert "traceparent" not in plain
+    assert plain["authorization"] == "Bearer " + "s" * 20

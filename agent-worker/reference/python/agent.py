@@ -279,6 +279,36 @@ async def run_session(
 # -- The LiveKit server and its entrypoint ---------------------------------------------------
 
 
+#: Set once this process exports its spans.
+_EXPORTING = False
+
+
+def export_spans() -> None:
+    """Exports LiveKit Agents' spans (a ``function_tool`` span per tool call, the parent of the
+    worker's and the relay's: the library sends its context) over OTLP/HTTP when the standard
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set, with the
+    SDK's other ``OTEL_*`` settings (sampler, headers, ``OTEL_SERVICE_NAME``). What the user
+    said and the tools' arguments stay off the spans (``allow_pii=False``). Once per process."""
+    global _EXPORTING
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    )
+    if _EXPORTING or not endpoint or os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
+        return
+    from livekit.agents import telemetry
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    name = os.environ.get("OTEL_SERVICE_NAME") or "voice-relay-agent"
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    telemetry.set_tracer_provider(provider, allow_pii=False)
+    _EXPORTING = True
+    logger.info("spans exported over OTLP/HTTP")
+
+
 def build_server(
     settings: config.Settings,
     session_entrypoint: Callable[[JobContext], Awaitable[None]],
@@ -293,8 +323,10 @@ def build_server(
     at its target.
 
     Jobs run in threads of this process by default (``AGENT_JOB_EXECUTOR=thread``): one
-    process, no per-job interpreter start; ``process`` isolates each job instead.
+    process, no per-job interpreter start; ``process`` isolates each job instead. Spans are
+    exported when the ``OTEL_*`` variables say so (:func:`export_spans`).
     """
+    export_spans()
     kwargs: dict[str, Any] = {
         "job_executor_type": JobExecutorType.THREAD
         if settings.job_executor == "thread"
@@ -317,7 +349,9 @@ def build_server(
 
 
 def prewarm(proc: JobProcess) -> None:
-    """Loads the VAD before a job arrives, when an STT will need it."""
+    """Loads the VAD before a job arrives, when an STT will need it; a job process exports its
+    own spans."""
+    export_spans()
     try:
         settings, _ = config.load()
     except config.ConfigError:

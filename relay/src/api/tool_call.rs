@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use relay_wire::{
     ErrorBody, ErrorCode, ServerTiming, ToolCallRequest, ToolCallResponse, TraceContext, headers,
@@ -81,7 +81,7 @@ pub(crate) async fn tool_call(
         },
     };
     let running = request.extensions().get::<Arc<calls::Running>>().cloned();
-    let trace = trace_context(request.headers());
+    let trace = trace_context(request.headers()).map(Box::new);
     let body = read_body(&app, request).await?;
     let req: ToolCallRequest = parse_object(&body)?;
     // Read once here: what runs the call holds a key, a tool name and a timeout known to be valid.
@@ -146,8 +146,10 @@ pub(crate) async fn tool_call(
     // even if the agent's connection drops mid-call.
     let task_app = app.clone();
     let span = call_span(&call, app.config.trace_payloads);
+    let task_span = span.clone();
     let handle = tokio::spawn(
         async move {
+            let span = task_span;
             let _inflight = task_app.drain.enter();
             let _registered = registered;
             let started = tokio::time::Instant::now();
@@ -157,7 +159,7 @@ pub(crate) async fn tool_call(
             let (outcome, code) = match result {
                 Ok(result) => {
                     if task_app.config.trace_payloads {
-                        record_payload(&Span::current(), "relay.result", result.as_ref());
+                        record_payload(&span, "relay.result", result.as_ref());
                     }
                     (
                         Outcome {
@@ -173,7 +175,7 @@ pub(crate) async fn tool_call(
                 }
                 Err(err) => {
                     let err = err.with_call_id(&call.call_id);
-                    telemetry::fail(&Span::current(), err.code.as_str());
+                    telemetry::fail(&span, err.code.as_str());
                     let outcome = Outcome {
                         status: err.status(),
                         body: encode(&err.body()),
@@ -184,11 +186,11 @@ pub(crate) async fn tool_call(
             task_app
                 .metrics
                 .call_finished(code, call.await_result, took, timing.tab);
-            Span::current().record("http.response.status_code", i64::from(outcome.status.as_u16()));
+            span.record("http.response.status_code", i64::from(outcome.status.as_u16()));
             // The trace this call is in: the relay's own span's when spans are exported, else the
             // caller's, passed on as it came.
-            let own = telemetry::context_of(&Span::current());
-            let trace_id = own.as_ref().or(call.trace.as_ref()).map(TraceContext::trace_id);
+            let own = telemetry::context_of(&span);
+            let trace_id = own.as_ref().or(call.trace.as_deref()).map(TraceContext::trace_id);
             tracing::info!(
                 key = %Fp(&call.api_key),
                 call_id = %call.call_id,
@@ -212,9 +214,7 @@ pub(crate) async fn tool_call(
         Ok((o, timing)) => {
             let mut response = json_response(o.status, o.body);
             if let Some(timing) = timing {
-                response
-                    .headers_mut()
-                    .insert(headers::SERVER_TIMING, timing);
+                response.headers_mut().insert(SERVER_TIMING, timing);
             }
             Ok(response)
         }
@@ -225,14 +225,18 @@ pub(crate) async fn tool_call(
     }
 }
 
+/// The headers of the trace context and the timing, named once: a `&str` name would be parsed
+/// again on every call.
+const TRACEPARENT: HeaderName = HeaderName::from_static(headers::TRACEPARENT);
+const TRACESTATE: HeaderName = HeaderName::from_static(headers::TRACESTATE);
+const SERVER_TIMING: HeaderName = HeaderName::from_static(headers::SERVER_TIMING);
+
 /// The caller's W3C trace context; `None` (and nothing allocated) without a valid
 /// `traceparent`.
 fn trace_context(headers: &HeaderMap) -> Option<TraceContext> {
-    let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    TraceContext::from_values(
-        value(relay_wire::headers::TRACEPARENT),
-        value(relay_wire::headers::TRACESTATE),
-    )
+    let traceparent = headers.get(&TRACEPARENT)?.to_str().ok();
+    let tracestate = headers.get(&TRACESTATE).and_then(|v| v.to_str().ok());
+    TraceContext::from_values(traceparent, tracestate)
 }
 
 /// The call's server span, the caller's span its parent (with the params when `payloads`); none
@@ -253,7 +257,7 @@ fn call_span(call: &Call, payloads: bool) -> Span {
         relay.params = field::Empty,
         relay.result = field::Empty,
     );
-    if let Some(trace) = &call.trace {
+    if let Some(trace) = call.trace.as_deref() {
         telemetry::adopt(&span, trace);
     }
     if payloads {

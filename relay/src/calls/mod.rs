@@ -42,8 +42,9 @@ pub struct Call {
     pub call_id: Arc<str>,
     /// Cancelled when the agent cancels the call ([`Running`]).
     pub cancel: CancellationToken,
-    /// The caller's W3C trace context, when the request carried a valid one.
-    pub trace: Option<TraceContext>,
+    /// The caller's W3C trace context, when the request carried a valid one (boxed: a call
+    /// without one stays as small as before, and allocates nothing for it).
+    pub trace: Option<Box<TraceContext>>,
 }
 
 /// Where a call's time went: its last delivery attempt (from the emit to the answer, or to the
@@ -264,7 +265,7 @@ fn prepare(call: &Call, deadline: Instant, route: Route) -> Result<Delivery<'_>,
     // The tab works inside this attempt's span when spans are exported; otherwise inside the
     // caller's context, passed on as it came.
     let trace = telemetry::context_of(&span);
-    let trace = trace.as_ref().or(call.trace.as_ref());
+    let trace = trace.as_ref().or(call.trace.as_deref());
     Ok(Delivery {
         event: format!("{TOOL_EVENT_PREFIX}{}", call.tool_name),
         params,

@@ -34,7 +34,13 @@ impl TabAnswer {
         let serde_json::Value::Object(mut map) = value else {
             return (TabAnswer::Result(value), None);
         };
-        let handler_ms = match map.get(HANDLER_MS_FIELD) {
+        // An envelope without the handler's time has two fields at most: no lookup then.
+        let field = if map.len() > 2 {
+            map.get(HANDLER_MS_FIELD)
+        } else {
+            None
+        };
+        let handler_ms = match field {
             None => None,
             Some(v) if timed => match v.as_f64() {
                 Some(ms) if ms.is_finite() && ms >= 0.0 => Some(ms),

@@ -3,8 +3,10 @@
 ``GET /agent/tools`` gives the instructions and UI tools of the session's current mode;
 ``POST /agent/tools/{name}`` runs one (through the relay to the tab, or a mode change).
 Every request carries ``Authorization: Bearer <agent secret>`` and the tab's key in
-``X-Voice-Agent-Key``. The client holds no global state: make one per key (or share one
-``httpx.AsyncClient`` between several through ``http=``).
+``X-Voice-Agent-Key``, and the caller's current OpenTelemetry span as W3C ``traceparent`` and
+``tracestate`` when there is one (LiveKit Agents' ``function_tool`` span, say), so the worker's
+and the relay's spans continue the agent's trace. The client holds no global state: make one per
+key (or share one ``httpx.AsyncClient`` between several through ``http=``).
 
 Two kinds of failure, kept apart:
 
@@ -91,6 +93,7 @@ __all__ = [
     "error_from",
     "parse_call_body",
     "parse_error_body",
+    "trace_headers",
 ]
 
 #: Header that carries the tab's routing key on every agent API request.
@@ -378,7 +381,7 @@ class WorkerClient:
         *,
         extra_headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
-        headers = {**self._headers, **(extra_headers or {})}
+        headers = {**self._headers, **trace_headers(), **(extra_headers or {})}
         if body is not None:
             headers["Content-Type"] = "application/json"
         try:
@@ -396,6 +399,19 @@ class WorkerClient:
                 ErrorCode.UNAVAILABLE,
                 f"The agent worker cannot be reached ({type(e).__name__}).",
             ) from e
+
+
+def trace_headers() -> dict[str, str]:
+    """The current OpenTelemetry span's context as W3C ``traceparent``/``tracestate`` headers;
+    empty without OpenTelemetry (an optional dependency: LiveKit Agents brings it) or without a
+    span."""
+    try:
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+    except ImportError:
+        return {}
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier)
+    return carrier
 
 
 def _json_body(response: httpx.Response) -> Any:
