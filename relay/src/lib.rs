@@ -21,6 +21,7 @@ pub mod openapi;
 pub mod pages;
 pub mod pubsub;
 pub mod server;
+pub mod sessions;
 pub mod shutdown;
 pub mod sockets;
 pub mod store;

@@ -9,6 +9,8 @@ mod error;
 mod handles;
 mod names;
 mod secret;
+#[cfg(feature = "session")]
+pub mod session;
 #[cfg(test)]
 mod tests;
 

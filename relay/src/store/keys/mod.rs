@@ -27,6 +27,7 @@ use crate::metrics::Metrics;
 use crate::sockets::TabSocket;
 pub use crate::store::lifecycle::BindError;
 use crate::store::lifecycle::{self, Event, Facts, Phase, Shown, Transition};
+use crate::store::sessions::SessionUses;
 use crate::tokens::{unix_now, unix_now_ms};
 use relay_wire::Fp;
 
@@ -93,6 +94,8 @@ pub struct KeyShared {
     /// Awaited calls delivered and not yet answered; told `cancel` when their tab is replaced or
     /// revoked.
     pending: Mutex<Vec<Arc<str>>>,
+    /// The agent sessions calling this key lately ([`SessionUses`]).
+    sessions: Mutex<SessionUses>,
 }
 
 impl KeyShared {
@@ -106,6 +109,11 @@ impl KeyShared {
 
     fn take_pending(&self) -> Vec<Arc<str>> {
         std::mem::take(&mut *lock(&self.pending))
+    }
+
+    /// The key's session counts, locked for one count or one release.
+    pub fn sessions(&self) -> std::sync::MutexGuard<'_, SessionUses> {
+        lock(&self.sessions)
     }
 }
 
@@ -383,6 +391,13 @@ impl Keys {
             fingerprint: fingerprint(key),
             since_ms: entry.since_ms,
             grace_ends_ms,
+            token_expires_ms: Some(
+                unix_now_ms()
+                    + entry
+                        .token_exp
+                        .saturating_duration_since(Instant::now())
+                        .as_millis() as u64,
+            ),
             revision: 0,
             handles: None,
             page_tools: None,

@@ -39,7 +39,6 @@ use std::time::Duration;
 use dashmap::DashMap;
 
 use conn::{Conn, Lane, Lanes, cluster_config, manager_config, single_lanes};
-use sha2::{Digest, Sha256};
 
 use crate::pubsub::PubSub;
 use crate::tokens::unix_now_ms;
@@ -66,8 +65,7 @@ const ONLINE_EXTRA: Duration = Duration::from_secs(24 * 3600);
 
 /// The digest a key is stored, published and roomed under.
 pub fn rid(key: &str) -> String {
-    let digest = Sha256::digest(key.as_bytes());
-    hex::encode(&digest[..16])
+    relay_wire::session::key_digest(key)
 }
 
 /// A Redis operation failed or took too long.
@@ -106,6 +104,8 @@ pub struct StoredStatus {
     pub state: relay_wire::KeyState,
     pub since_ms: u64,
     pub ttl_ms: Option<u64>,
+    /// When the tab's token expires (Unix ms).
+    pub token_exp_ms: Option<u64>,
     /// What the tab declared and the mode set for it.
     pub tab: crate::store::keys::TabInfo,
 }
@@ -137,16 +137,22 @@ pub enum IdemClaim {
 pub enum Acquired {
     Ok,
     Unknown,
+    /// The key's calls in flight are at its limit.
     TooMany,
-    /// The agent's shared call rate is spent.
+    /// The session's own calls in flight are at its limit.
+    SessionBusy,
+    /// The session's call rate is spent.
     RateLimited,
+    /// The session was ended.
+    Ended,
 }
 
-/// An agent's shared call-rate window, checked with the in-flight slot.
-pub struct AgentRate<'a> {
-    pub bucket: &'a str,
-    pub limit: u32,
-    pub window: Duration,
+/// The session a call belongs to, with its limits: counted under the key's hash tag.
+pub struct SessionCall {
+    /// The session's tag among its key's sessions ([`crate::store::sessions::session_tag`]).
+    pub tag: u64,
+    pub max_inflight: usize,
+    pub rate_per_sec: u32,
 }
 
 /// The Redis name of the current fixed window of `bucket`, and the window's length in ms.
@@ -156,6 +162,32 @@ fn rate_window(bucket: &str, window: Duration) -> (String, u64) {
         format!("va:rl:{bucket}:{}", unix_now_ms() / window_ms),
         window_ms,
     )
+}
+
+/// How long a session's call-rate window lasts.
+const SESSION_WINDOW: Duration = Duration::from_secs(1);
+
+/// The Redis names of a call's counts: the key's slots, its session's slots, rate window (a
+/// bucket for [`rate_window`]) and end marker. All carry the key's hash tag on a cluster.
+pub(super) struct SessionNames {
+    key_counter: String,
+    counter: String,
+    window: String,
+    ended: String,
+}
+
+impl Acquired {
+    /// The admission script's first word.
+    fn from_word(word: Option<&str>) -> Acquired {
+        match word {
+            Some("ok") => Acquired::Ok,
+            Some("busy") => Acquired::TooMany,
+            Some("session_busy") => Acquired::SessionBusy,
+            Some("rate") => Acquired::RateLimited,
+            Some("ended") => Acquired::Ended,
+            _ => Acquired::Unknown,
+        }
+    }
 }
 
 /// An online key whose node has not heartbeaten for this long is treated as offline by calls.
