@@ -38,6 +38,7 @@ fn say(out: &mut impl Write, line: &str) {
 pub async fn run(
     worker: &Worker,
     key: &str,
+    token: &str,
     out: &mut impl Write,
 ) -> Result<Vec<Drawn>, ToolError> {
     let sessions = &worker.sessions;
@@ -49,7 +50,7 @@ pub async fn run(
             fingerprint(key)
         ),
     );
-    let result = steps(worker, key, out).await;
+    let result = steps(worker, key, token, out).await;
     sessions.close(key, "demo finished");
     match &result {
         Ok(_) => say(out, "demo finished: every round trip completed"),
@@ -61,13 +62,14 @@ pub async fn run(
 async fn step(
     worker: &Worker,
     key: &str,
+    token: &str,
     out: &mut impl Write,
     tool: &str,
     args: Value,
 ) -> Result<Value, ToolError> {
     say(out, &format!("→ {tool} {args}"));
     let started = std::time::Instant::now();
-    let result = worker.run_tool(key, tool, &args).await?;
+    let result = worker.run_tool(key, token, tool, &args).await?;
     say(
         out,
         &format!("← {result} ({} ms)", started.elapsed().as_millis()),
@@ -75,7 +77,12 @@ async fn step(
     Ok(result)
 }
 
-async fn steps(worker: &Worker, key: &str, out: &mut impl Write) -> Result<Vec<Drawn>, ToolError> {
+async fn steps(
+    worker: &Worker,
+    key: &str,
+    token: &str,
+    out: &mut impl Write,
+) -> Result<Vec<Drawn>, ToolError> {
     let mode = |m: &str| {
         worker.sessions.enter_mode(key, m).map_err(|e| {
             ToolError::new(
@@ -89,6 +96,7 @@ async fn steps(worker: &Worker, key: &str, out: &mut impl Write) -> Result<Vec<D
     step(
         worker,
         key,
+        token,
         out,
         "OpenPopover",
         json!({"message": "Hello from the demo script"}),
@@ -97,6 +105,7 @@ async fn steps(worker: &Worker, key: &str, out: &mut impl Write) -> Result<Vec<D
     step(
         worker,
         key,
+        token,
         out,
         "loading_status",
         json!({"text": "Shuffling the deck…"}),
@@ -113,6 +122,7 @@ async fn steps(worker: &Worker, key: &str, out: &mut impl Write) -> Result<Vec<D
         let card = step(
             worker,
             key,
+            token,
             out,
             "draw_card",
             json!({"positionLabel": position, "promptRole": role}),
@@ -133,6 +143,7 @@ async fn steps(worker: &Worker, key: &str, out: &mut impl Write) -> Result<Vec<D
         step(
             worker,
             key,
+            token,
             out,
             "show_card",
             json!({"cardId": card_id, "reversed": reversed}),
@@ -166,6 +177,7 @@ async fn steps(worker: &Worker, key: &str, out: &mut impl Write) -> Result<Vec<D
     step(
         worker,
         key,
+        token,
         out,
         "present_to_cassette",
         json!({"title": "Your spread", "content": content}),

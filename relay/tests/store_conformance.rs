@@ -340,8 +340,8 @@ async fn connect_to(url: &str, ca: Option<Vec<u8>>) -> Arc<Cluster> {
 async fn redis_store() {
     let server = start_redis();
     let cluster = connect(server.port).await;
-    let store = RedisStore::new(cluster.clone(), local_keys(), TOKENS_PER_MIN, BOUND)
-        .with_sessions(LIMITS);
+    let store =
+        RedisStore::new(cluster.clone(), local_keys(), TOKENS_PER_MIN, BOUND).with_sessions(LIMITS);
     suite(&store).await;
     lanes::a_bind_storm_delays_neither_heartbeat_nor_lookup(&cluster).await;
 }
@@ -372,8 +372,7 @@ async fn redis_store_over_tls_with_an_acl_user() {
         plain.is_err(),
         "a TLS-only server refuses plain connections"
     );
-    let store = RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN, BOUND)
-        .with_sessions(LIMITS);
+    let store = RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN, BOUND).with_sessions(LIMITS);
     suite(&store).await;
 }
 
@@ -384,8 +383,8 @@ async fn redis_store_on_a_cluster() {
         .await
         .expect("the cluster starts");
     let cluster = connect_to(&servers.url(), None).await;
-    let store = RedisStore::new(cluster.clone(), local_keys(), TOKENS_PER_MIN, BOUND)
-        .with_sessions(LIMITS);
+    let store =
+        RedisStore::new(cluster.clone(), local_keys(), TOKENS_PER_MIN, BOUND).with_sessions(LIMITS);
     suite(&store).await;
     lanes::a_bind_storm_delays_neither_heartbeat_nor_lookup(&cluster).await;
     tokio::task::spawn_blocking(move || cluster::check_config(&servers))

@@ -28,7 +28,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// How to reach the relay. Not `Debug`: it holds the raw secret.
+/// How to reach the relay, and with what. Not `Debug`: it holds raw secrets.
 #[derive(Args, Clone)]
 pub struct RelayArgs {
     /// The relay's base URL.
@@ -39,14 +39,37 @@ pub struct RelayArgs {
         global = true
     )]
     pub relay_url: String,
-    /// The agent secret (the first one when a comma-separated list is given).
+    /// The worker's credential (`serve`): it mints session tokens for the users whose rooms it
+    /// follows, reads their keys' state, tells their modes and revokes a key when its user
+    /// leaves. The first of a comma-separated list is sent.
+    #[arg(
+        long,
+        env = "RELAY_WORKER_SECRET",
+        hide_env_values = true,
+        global = true
+    )]
+    pub worker_secret: Option<String>,
+    /// The operators' credential: `/sessions` and `/debug` of `serve` take it, and `call` and
+    /// `demo` mint a session token for the key with it when none is given.
+    #[arg(
+        long,
+        env = "RELAY_OPERATOR_SECRET",
+        hide_env_values = true,
+        global = true
+    )]
+    pub operator_secret: Option<String>,
+    /// A session token for the key (`call`, `demo`): used as it is, nothing minted.
+    #[arg(long, env = "VOICE_AGENT_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    /// The single agent secret of earlier versions: no longer read (a configuration error).
     #[arg(
         long,
         env = "RELAY_AGENT_SECRET",
         hide_env_values = true,
+        hide = true,
         global = true
     )]
-    pub agent_secret: Option<String>,
+    pub legacy_agent_secret: Option<String>,
 }
 
 /// The catalog a command uses.
@@ -133,9 +156,15 @@ pub struct ServeArgs {
     /// LiveKit API secret.
     #[arg(long, env = "LIVEKIT_API_SECRET", hide_env_values = true)]
     pub livekit_api_secret: Option<String>,
-    /// Shared secret Vapi sends in `X-Vapi-Secret`; unset disables the Vapi webhook.
+    /// The secret of the Vapi webhook's HMAC credential: each message is signed over its
+    /// timestamp and body (`x-signature`, `x-timestamp`); unset disables the Vapi webhook.
     #[arg(long, env = "VAPI_SECRET", hide_env_values = true)]
     pub vapi_secret: Option<String>,
+    /// The LiveKit agent name to dispatch for each user who joins a room with a key (explicit
+    /// dispatch, with the user's session token in the dispatch's metadata); unset dispatches
+    /// none (an agent on another platform, or one dispatched by the app).
+    #[arg(long, env = "WORKER_AGENT_NAME")]
+    pub agent_name: Option<String>,
     /// Log format: `text` or `json`.
     #[arg(long, env = "WORKER_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
@@ -179,16 +208,8 @@ fn present(v: &Option<String>) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The agent secret the worker sends (the first of the list), or the reason it is missing.
-pub fn agent_secret(relay: &RelayArgs) -> Result<Secret, ConfigError> {
-    Ok(agent_secrets(relay)?.remove(0))
-}
-
-/// Every agent secret of the list (rotation: callers of the worker may present any), the one
-/// the worker sends first; or the reason they are missing.
-pub fn agent_secrets(relay: &RelayArgs) -> Result<Vec<Secret>, ConfigError> {
-    let raw = present(&relay.agent_secret)
-        .ok_or_else(|| ConfigError("RELAY_AGENT_SECRET is required".into()))?;
+/// A comma-separated list of secrets named `name`, each at least [`MIN_SECRET_LEN`] long.
+fn secret_list(name: &str, raw: &str) -> Result<Vec<Secret>, ConfigError> {
     let all: Vec<&str> = raw
         .split(',')
         .map(str::trim)
@@ -196,15 +217,69 @@ pub fn agent_secrets(relay: &RelayArgs) -> Result<Vec<Secret>, ConfigError> {
         .collect();
     if all.is_empty() || all.iter().any(|s| s.len() < MIN_SECRET_LEN) {
         return Err(ConfigError(format!(
-            "RELAY_AGENT_SECRET is shorter than {MIN_SECRET_LEN} characters"
+            "{name} is shorter than {MIN_SECRET_LEN} characters"
         )));
+    }
+    Ok(all.into_iter().map(Secret::new).collect())
+}
+
+/// The relay's URL, and no secret of earlier versions; the reason otherwise.
+fn check_relay(relay: &RelayArgs) -> Result<(), ConfigError> {
+    if present(&relay.legacy_agent_secret).is_some() {
+        return Err(ConfigError(
+            "RELAY_AGENT_SECRET is no longer read: the worker holds RELAY_WORKER_SECRET, operators \
+             RELAY_OPERATOR_SECRET, and agents a session token for one key each \
+             (docs/security.md)"
+                .into(),
+        ));
     }
     if !(relay.relay_url.starts_with("http://") || relay.relay_url.starts_with("https://")) {
         return Err(ConfigError(
             "RELAY_URL must start with http:// or https://".into(),
         ));
     }
-    Ok(all.into_iter().map(Secret::new).collect())
+    Ok(())
+}
+
+/// Every secret of the worker's credential (rotation), the one the worker sends first; or the
+/// reason they are missing.
+pub fn worker_secrets(relay: &RelayArgs) -> Result<Vec<Secret>, ConfigError> {
+    check_relay(relay)?;
+    let raw = present(&relay.worker_secret).ok_or_else(|| {
+        ConfigError("RELAY_WORKER_SECRET is required: the worker's credential at the relay".into())
+    })?;
+    secret_list("RELAY_WORKER_SECRET", &raw)
+}
+
+/// Every secret of the operators' credential (empty when none is configured).
+pub fn operator_secrets(relay: &RelayArgs) -> Result<Vec<Secret>, ConfigError> {
+    match present(&relay.operator_secret) {
+        Some(raw) => secret_list("RELAY_OPERATOR_SECRET", &raw),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// What `call` and `demo` act with: a session token given as it is, or the operators'
+/// credential, which mints one (and reads the tab).
+pub enum CliCredential {
+    Token(Secret),
+    Operator(Secret),
+}
+
+/// [`CliCredential`] from the command line and environment, or the reason there is none.
+pub fn cli_credential(relay: &RelayArgs) -> Result<CliCredential, ConfigError> {
+    check_relay(relay)?;
+    if let Some(token) = present(&relay.token) {
+        return Ok(CliCredential::Token(Secret::new(token)));
+    }
+    match operator_secrets(relay)?.into_iter().next() {
+        Some(operator) => Ok(CliCredential::Operator(operator)),
+        None => Err(ConfigError(
+            "a session token for the key (VOICE_AGENT_TOKEN or --token) or the operators' \
+             credential to mint one (RELAY_OPERATOR_SECRET) is required"
+                .into(),
+        )),
+    }
 }
 
 /// Validated settings of `serve`.
@@ -214,9 +289,12 @@ pub struct ServeConfig {
     pub livekit_api_key: String,
     pub livekit_api_secret: Secret,
     pub vapi_secret: Option<Secret>,
-    pub agent_secret: Secret,
-    /// Every secret a caller of the worker may present (the list, for rotation).
-    pub accepted_agent_secrets: Vec<Secret>,
+    /// The worker's credential at the relay (the first of the list).
+    pub worker_secret: Secret,
+    /// The operators' credential (rotation list), for `/sessions` and `/debug`; empty: none.
+    pub operator_secrets: Vec<Secret>,
+    /// The LiveKit agent dispatched for each user, when set.
+    pub agent_name: Option<String>,
     pub json_logs: bool,
     /// LiveKit's HTTP(S) base URL for RoomService, when rooms are read.
     pub livekit_http_url: Option<String>,
@@ -277,7 +355,20 @@ fn mcp_config(serve: &ServeArgs) -> Result<McpConfig, String> {
 impl ServeConfig {
     pub fn from_args(relay: &RelayArgs, serve: &ServeArgs) -> Result<Self, ConfigError> {
         let mut problems = Vec::new();
-        let agents = agent_secrets(relay).map_err(|e| problems.push(e.0)).ok();
+        let workers = worker_secrets(relay).map_err(|e| problems.push(e.0)).ok();
+        let operators = operator_secrets(relay)
+            .map_err(|e| problems.push(e.0))
+            .unwrap_or_default();
+        let agent_name = present(&serve.agent_name);
+        if agent_name.as_ref().is_some_and(|n| {
+            n.len() > 128
+                || !n
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        }) {
+            problems
+                .push("WORKER_AGENT_NAME must be 1 to 128 letters, digits, '-', '_' or '.'".into());
+        }
         let livekit_http_url = match present(&serve.livekit_url) {
             None => None,
             Some(url) => match livekit_http_url(&url) {
@@ -317,8 +408,8 @@ impl ServeConfig {
                 false
             }
         };
-        match (agents, key, secret, mcp) {
-            (Some(agents), Some(livekit_api_key), Some(secret), Some(mcp))
+        match (workers, key, secret, mcp) {
+            (Some(workers), Some(livekit_api_key), Some(secret), Some(mcp))
                 if problems.is_empty() =>
             {
                 Ok(ServeConfig {
@@ -326,8 +417,9 @@ impl ServeConfig {
                     livekit_api_key,
                     livekit_api_secret: Secret::new(secret),
                     vapi_secret: vapi.map(Secret::new),
-                    agent_secret: agents[0].clone(),
-                    accepted_agent_secrets: agents,
+                    worker_secret: workers[0].clone(),
+                    operator_secrets: operators,
+                    agent_name,
                     json_logs,
                     livekit_http_url,
                     room_sync,
@@ -375,10 +467,10 @@ mod tests {
         let err = ServeConfig::from_args(&cli.relay, serve)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("RELAY_AGENT_SECRET is required"), "{err}");
+        assert!(err.contains("RELAY_WORKER_SECRET is required"), "{err}");
         assert!(err.contains("LIVEKIT_API_KEY"), "{err}");
         let cli = parse(&[
-            "--agent-secret",
+            "--worker-secret",
             "0123456789abcdef0",
             "check-config",
             "--livekit-api-key",
@@ -401,7 +493,7 @@ mod tests {
     #[test]
     fn mcp_hosts_and_origins() {
         let base = [
-            "--agent-secret",
+            "--worker-secret",
             "0123456789abcdef0",
             "check-config",
             "--livekit-api-key",
@@ -442,16 +534,46 @@ mod tests {
     }
 
     #[test]
-    fn first_of_several_agent_secrets_is_used() {
+    fn first_of_several_worker_secrets_is_used() {
         let cli = parse(&[
-            "--agent-secret",
+            "--worker-secret",
             " aaaaaaaaaaaaaaaaaaaa , bbbbbbbbbbbbbbbbbbbb",
             "demo",
             "k",
         ]);
         assert_eq!(
-            agent_secret(&cli.relay).unwrap().expose(),
+            worker_secrets(&cli.relay).unwrap()[0].expose(),
             "aaaaaaaaaaaaaaaaaaaa"
+        );
+    }
+
+    #[test]
+    fn the_cli_acts_with_a_token_or_the_operators_credential() {
+        let cli = parse(&["demo", "k"]);
+        let err = cli_credential(&cli.relay).err().unwrap().to_string();
+        assert!(err.contains("VOICE_AGENT_TOKEN"), "{err}");
+        let cli = parse(&["--operator-secret", "cccccccccccccccccccc", "demo", "k"]);
+        assert!(matches!(
+            cli_credential(&cli.relay),
+            Ok(CliCredential::Operator(_))
+        ));
+        let cli = parse(&[
+            "--token",
+            "a.b.c",
+            "--operator-secret",
+            "cccccccccccccccccccc",
+            "demo",
+            "k",
+        ]);
+        assert!(matches!(
+            cli_credential(&cli.relay),
+            Ok(CliCredential::Token(_))
+        ));
+        let cli = parse(&["--legacy-agent-secret", "dddddddddddddddddddd", "demo", "k"]);
+        let err = cli_credential(&cli.relay).err().unwrap().to_string();
+        assert!(
+            err.contains("RELAY_AGENT_SECRET is no longer read"),
+            "{err}"
         );
     }
 }

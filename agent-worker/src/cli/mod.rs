@@ -15,7 +15,10 @@ use crate::catalog::export::{self, Target};
 use crate::client::{CallOptions, ClientConfig, RelayClient};
 use crate::demo;
 use crate::error::{Code, ToolError};
-use config::{CatalogCommand, Cli, Command, EXIT_CONFIG, ServeConfig, agent_secret};
+use config::{
+    CatalogCommand, Cli, CliCredential, Command, EXIT_CONFIG, ServeConfig, cli_credential,
+};
+use relay_wire::session::SessionRequest;
 
 fn config_error(err: impl std::fmt::Display) -> ExitCode {
     eprintln!("agent-worker: {err}");
@@ -37,12 +40,28 @@ fn catalog(cli: &Cli) -> Result<Catalog, ExitCode> {
     })
 }
 
-fn client(cli: &Cli) -> Result<RelayClient, ExitCode> {
-    let secret = agent_secret(&cli.relay).map_err(config_error)?;
-    RelayClient::new(ClientConfig::new(&cli.relay.relay_url, secret)).map_err(|e| {
-        eprintln!("agent-worker: {e}");
-        ExitCode::FAILURE
-    })
+/// The relay client of `call` and `demo`, and the session token they act on `api_key` with:
+/// the one given, or one the operators' credential mints for that key alone.
+async fn acting_on(cli: &Cli, api_key: &str) -> Result<(RelayClient, String), ExitCode> {
+    let credential = cli_credential(&cli.relay).map_err(config_error)?;
+    let secret = match &credential {
+        CliCredential::Token(token) | CliCredential::Operator(token) => token.clone(),
+    };
+    let client =
+        RelayClient::new(ClientConfig::new(&cli.relay.relay_url, secret)).map_err(|e| {
+            eprintln!("agent-worker: {e}");
+            ExitCode::FAILURE
+        })?;
+    let token = match credential {
+        CliCredential::Token(token) => token.expose().to_owned(),
+        CliCredential::Operator(_) => {
+            match client.mint_session(&SessionRequest::for_key(api_key)).await {
+                Ok(session) => session.token,
+                Err(e) => return Err(fail(&e)),
+            }
+        }
+    };
+    Ok((client, token))
 }
 
 fn init_tracing(json_logs: bool, default: &str) {
@@ -84,11 +103,11 @@ pub async fn run(cli: Cli) -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            let client = match client(&cli) {
-                Ok(c) => c,
+            init_tracing(false, "warn");
+            let (client, token) = match acting_on(&cli, api_key).await {
+                Ok(acting) => acting,
                 Err(code) => return code,
             };
-            init_tracing(false, "warn");
             let params: Option<Value> = match params.as_deref().map(serde_json::from_str) {
                 None => None,
                 Some(Ok(v)) => Some(v),
@@ -121,7 +140,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 ),
             }
             match client
-                .call(api_key, tool_name, params.as_ref(), &options)
+                .call(&token, api_key, tool_name, params.as_ref(), &options)
                 .await
             {
                 Ok(ok) => {
@@ -136,14 +155,14 @@ pub async fn run(cli: Cli) -> ExitCode {
             }
         }
         Command::Demo { api_key } => {
-            let client = match client(&cli) {
-                Ok(c) => c,
+            init_tracing(false, "warn");
+            let (client, token) = match acting_on(&cli, api_key).await {
+                Ok(acting) => acting,
                 Err(code) => return code,
             };
-            init_tracing(false, "warn");
             let worker = Worker::new(client);
             let mut out = std::io::stdout();
-            match demo::run(&worker, api_key, &mut out).await {
+            match demo::run(&worker, api_key, &token, &mut out).await {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(_) => ExitCode::FAILURE,
             }

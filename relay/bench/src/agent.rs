@@ -146,7 +146,7 @@ pub async fn agent(config: AgentConfig) -> AgentResult {
                 sender = Some(connect(server).await.map_err(|_| "connect".to_owned())?);
             }
             let s = sender.as_mut().ok_or("connect")?;
-            let (status, bytes) = post_tool_call(s, &auth, body, Duration::from_secs(30)).await?;
+            let (status, bytes) = post_tool_call(s, auth, body, Duration::from_secs(30)).await?;
             if status == 200 {
                 Ok(bytes)
             } else {

@@ -84,8 +84,7 @@ pub(crate) async fn mint(
             Ok::<_, anyhow::Error>(Minted {
                 key: body["apiKey"].as_str().unwrap_or_default().to_owned(),
                 token: body["token"].as_str().unwrap_or_default().to_owned(),
-                auth: format!("Bearer {}", body["agentToken"].as_str().unwrap_or_default())
-                    .into(),
+                auth: format!("Bearer {}", body["agentToken"].as_str().unwrap_or_default()).into(),
             })
         }));
     }

@@ -44,7 +44,10 @@ pub fn routes() -> Router<Arc<App>> {
         )
         .route("/api/voice-agent/keys/{api_key}/mode", put(key_mode))
         .route("/api/voice-agent/sessions", post(create_session))
-        .route("/api/voice-agent/sessions/{session_id}", delete(end_session))
+        .route(
+            "/api/voice-agent/sessions/{session_id}",
+            delete(end_session),
+        )
         .route(relay_wire::session::SESSION_KEYS_PATH, get(session_keys))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

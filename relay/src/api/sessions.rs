@@ -61,7 +61,14 @@ pub(crate) async fn create_session(
     let body = read_body(&app, request).await?;
     let req: SessionRequest = parse_object(&body)?;
     key_param(&req.api_key)?;
-    let mint = mint_request(&app, req.ttl_secs, req.scope, req.tools, req.room_name, req.identity)?;
+    let mint = mint_request(
+        &app,
+        req.ttl_secs,
+        req.scope,
+        req.tools,
+        req.room_name,
+        req.identity,
+    )?;
     let status = app
         .store
         .status(&req.api_key)
@@ -70,7 +77,12 @@ pub(crate) async fn create_session(
     let not_after = status.token_expires_ms.map_or(0, |ms| ms / 1000);
     let minted = app
         .sessions
-        .mint(&req.api_key, mint, crate::tokens::unix_now().as_secs(), not_after)
+        .mint(
+            &req.api_key,
+            mint,
+            crate::tokens::unix_now().as_secs(),
+            not_after,
+        )
         .map_err(signing_failed)?;
     tracing::info!(
         key = %Fp(&req.api_key),
@@ -104,7 +116,9 @@ pub(crate) fn mint_request(
     if let Some(ttl) = ttl_secs
         && !(1..=max).contains(&ttl)
     {
-        return Err(ApiError::invalid(format!("ttlSecs must be from 1 to {max}")));
+        return Err(ApiError::invalid(format!(
+            "ttlSecs must be from 1 to {max}"
+        )));
     }
     let scopes = match scope {
         None => None,
@@ -124,9 +138,11 @@ pub(crate) fn mint_request(
         )));
     }
     let text = |field: &str, v: Option<String>, max: usize| match v {
-        Some(v) if v.chars().count() > max || v.chars().any(char::is_control) => Err(
-            ApiError::invalid(format!("{field} is longer than {max} characters or holds control characters")),
-        ),
+        Some(v) if v.chars().count() > max || v.chars().any(char::is_control) => {
+            Err(ApiError::invalid(format!(
+                "{field} is longer than {max} characters or holds control characters"
+            )))
+        }
         v => Ok(v.filter(|v| !v.trim().is_empty())),
     };
     Ok(Mint {
@@ -167,11 +183,17 @@ pub(crate) async fn end_session(
     let Path(id) = id.map_err(|_| ApiError::invalid("the session id is not valid UTF-8"))?;
     let exp = match principal.session() {
         Some(grant) if grant.session_id == id => grant.exp,
-        Some(_) => return Err(ApiError::forbidden("this session token is for another session")),
+        Some(_) => {
+            return Err(ApiError::forbidden(
+                "this session token is for another session",
+            ));
+        }
         None => {
             principal.require_server(&MINTERS)?;
             if !is_session_id(&id) {
-                return Err(ApiError::invalid("sessionId must be s_ followed by 48 lowercase hex characters"));
+                return Err(ApiError::invalid(
+                    "sessionId must be s_ followed by 48 lowercase hex characters",
+                ));
             }
             // Until the longest a token could live from now.
             crate::tokens::unix_now().as_secs() + app.config.session_max_ttl.as_secs()
@@ -183,7 +205,10 @@ pub(crate) async fn end_session(
         key_digest = session_key_digest(&id).map(|d| &d[..8]).unwrap_or_default(),
         "agent session ended"
     );
-    Ok(json_response(StatusCode::OK, encode(&SessionEnded { ok: true })))
+    Ok(json_response(
+        StatusCode::OK,
+        encode(&SessionEnded { ok: true }),
+    ))
 }
 
 /// The public keys that verify session tokens, as a JWKS (Ed25519, by `kid`). Public: they can

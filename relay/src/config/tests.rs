@@ -224,7 +224,10 @@ fn the_single_agent_secret_is_refused_and_server_secrets_stay_apart() {
     let mut args = GOOD.to_vec();
     args.extend_from_slice(&["--legacy-agent-secret", "0123456789abcdef"]);
     let err = parse(&args).unwrap_err().to_string();
-    assert!(err.contains("RELAY_AGENT_SECRET is no longer read"), "{err}");
+    assert!(
+        err.contains("RELAY_AGENT_SECRET is no longer read"),
+        "{err}"
+    );
     assert!(err.contains("RELAY_WORKER_SECRET"), "{err}");
     let mut args = GOOD.to_vec();
     args.extend_from_slice(&["--operator-secret", "fedcba9876543210"]);

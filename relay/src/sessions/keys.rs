@@ -123,7 +123,11 @@ impl SigningKeys {
     pub fn bind_proof(&self, key: &str, identity: &str, room: &str, exp: u64) -> String {
         let signer = &self.keys[0];
         let mac = proof_mac(&signer.bind_mac, key, identity, room, exp).finalize();
-        format!("{}.{}", signer.kid, URL_SAFE_NO_PAD.encode(mac.into_bytes()))
+        format!(
+            "{}.{}",
+            signer.kid,
+            URL_SAFE_NO_PAD.encode(mac.into_bytes())
+        )
     }
 
     /// True when `proof` is one of ours for exactly these values (compared in constant time).
@@ -167,8 +171,7 @@ impl Key {
         let der = signing
             .to_pkcs8_der()
             .map_err(|e| format!("RELAY_SESSION_KEYS key {kid:?}: {e}"))?;
-        let mut derive =
-            <Hmac<Sha256> as Mac>::new_from_slice(seed).expect("HMAC takes any key");
+        let mut derive = <Hmac<Sha256> as Mac>::new_from_slice(seed).expect("HMAC takes any key");
         derive.update(BIND_PROOF_LABEL);
         Ok(Key {
             kid: kid.to_owned(),

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use relay_wire::session::{
-    DEFAULT_SESSION_TTL_SECS, GrantCache, SESSION_AUDIENCE, SESSION_ISSUER, Scopes,
-    SessionClaims, SessionGrant, SessionVerifier, VerifyError, key_digest, new_session_id,
+    DEFAULT_SESSION_TTL_SECS, GrantCache, SESSION_AUDIENCE, SESSION_ISSUER, Scopes, SessionClaims,
+    SessionGrant, SessionVerifier, VerifyError, key_digest, new_session_id,
 };
 
 pub use keys::SigningKeys;
@@ -154,8 +154,14 @@ mod tests {
         let theirs = sessions();
         let now = crate::tokens::unix_now().as_secs();
         let m = theirs.mint(KEY, Mint::default(), now, now + 60).unwrap();
-        assert_eq!(ours.verify(&m.token, now).unwrap_err(), VerifyError::UnknownKid);
+        assert_eq!(
+            ours.verify(&m.token, now).unwrap_err(),
+            VerifyError::UnknownKid
+        );
         ours.sweep(now);
-        assert_eq!(ours.verify(&m.token, now).unwrap_err(), VerifyError::UnknownKid);
+        assert_eq!(
+            ours.verify(&m.token, now).unwrap_err(),
+            VerifyError::UnknownKid
+        );
     }
 }

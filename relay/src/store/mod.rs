@@ -181,7 +181,8 @@ pub trait KeyStore: Send + Sync {
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Whether agent session `session` was ended.
-    fn session_ended(&self, session: &str) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    fn session_ended(&self, session: &str)
+    -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Whether the store answers (readiness): always in memory; on Redis, both connections.
     fn is_healthy(&self) -> bool;

@@ -337,15 +337,13 @@ impl TokenService {
                 metadata,
                 ..Default::default()
             },
-            bind_proof: self
-                .proofs
-                .bind_proof(&api_key, &identity, &room_name, exp),
+            bind_proof: self.proofs.bind_proof(&api_key, &identity, &room_name, exp),
         };
         let token = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .map_err(|err| {
-                tracing::error!(cause = %err, "token signing failed");
-                ApiError::new(relay_wire::ErrorCode::Internal, "token signing failed")
-            })?;
+            tracing::error!(cause = %err, "token signing failed");
+            ApiError::new(relay_wire::ErrorCode::Internal, "token signing failed")
+        })?;
 
         Ok(Issued {
             token,

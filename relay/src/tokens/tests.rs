@@ -68,10 +68,12 @@ fn minted_token_verifies_and_carries_the_key() {
     assert_eq!(v.api_key, minted.api_key);
     assert_eq!(v.exp, minted.expires_at);
     // LiveKit's own verifier accepts it (the bind proof is a claim it ignores).
-    let claims =
-        livekit_api::access_token::TokenVerifier::with_api_key("devkey", "secret-secret-secret-secret-1234")
-            .verify(&minted.token)
-            .unwrap();
+    let claims = livekit_api::access_token::TokenVerifier::with_api_key(
+        "devkey",
+        "secret-secret-secret-secret-1234",
+    )
+    .verify(&minted.token)
+    .unwrap();
     assert_eq!(claims.sub, "user-7");
     assert_eq!(claims.name, "Ada");
     assert!(claims.video.room_join && claims.video.can_publish_data());
@@ -170,7 +172,10 @@ fn the_livekit_secret_alone_binds_nothing() {
     // Another relay's proof (other signing keys, same LiveKit secret) does not bind here either.
     let elsewhere = service_with("secret-secret-secret-secret-1234", proofs());
     let theirs = elsewhere.mint(&fresh()).unwrap();
-    assert!(matches!(s.verify(&theirs.token), Err(TokenError::NotIssuedHere)));
+    assert!(matches!(
+        s.verify(&theirs.token),
+        Err(TokenError::NotIssuedHere)
+    ));
     // A second relay process with the same keys (another node, or after a restart) accepts it.
     let twin = service_with("secret-secret-secret-secret-1234", keys);
     assert_eq!(twin.verify(&minted.token).unwrap().api_key, minted.api_key);

@@ -169,7 +169,9 @@ async fn in_flight_slots_are_limited(store: &impl KeyStore) {
     let key = fresh_key();
     store.issue(&key, in_an_hour()).await.unwrap();
     // A session each, so the key's own limit is the one reached.
-    let sessions: Vec<String> = (0..=MAX_INFLIGHT as u8).map(|n| session_of(&key, n)).collect();
+    let sessions: Vec<String> = (0..=MAX_INFLIGHT as u8)
+        .map(|n| session_of(&key, n))
+        .collect();
     let mut held = Vec::new();
     for session in &sessions[..MAX_INFLIGHT] {
         held.push(store.track(&key, session).await.expect("a free slot"));

@@ -74,7 +74,8 @@ pub async fn a_bind_storm_delays_neither_heartbeat_nor_lookup(cluster: &Arc<Clus
     assert!(beat.0.is_ok(), "the heartbeat is taken during the storm");
     assert!(
         matches!(place.0, Ok(Place::Waiting)),
-        "the lookup answers during the storm: {:?}", place.0
+        "the lookup answers during the storm: {:?}",
+        place.0
     );
     for (what, took) in [("heartbeat", beat.1), ("lookup", place.1)] {
         assert!(

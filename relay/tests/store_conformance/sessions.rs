@@ -39,7 +39,10 @@ async fn a_session_stops_at_its_own_limit(store: &impl KeyStore) {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(again.is_some(), "a session's slot given back is taken again");
+    assert!(
+        again.is_some(),
+        "a session's slot given back is taken again"
+    );
 }
 
 async fn an_ended_session_starts_nothing(store: &impl KeyStore) {

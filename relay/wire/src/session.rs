@@ -120,9 +120,9 @@ impl Scopes {
 
     /// From names; `None` when one is not a scope (`revoke` included).
     pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<Scopes> {
-        names
-            .into_iter()
-            .try_fold(Scopes::default(), |set, name| Some(set.with(Scope::parse(name)?)))
+        names.into_iter().try_fold(Scopes::default(), |set, name| {
+            Some(set.with(Scope::parse(name)?))
+        })
     }
 
     /// The names, in [`Scope::ALL`]'s order, separated by spaces.
@@ -235,7 +235,9 @@ impl VerifyError {
         match self {
             VerifyError::Malformed => "the session token is not a valid token",
             VerifyError::WrongAlgorithm => "the session token is not signed with EdDSA",
-            VerifyError::UnknownKid => "the session token names a signing key this server does not know",
+            VerifyError::UnknownKid => {
+                "the session token names a signing key this server does not know"
+            }
             VerifyError::BadSignature => "the session token's signature does not verify",
             VerifyError::Expired => "the session token has expired",
             VerifyError::NotYetValid => "the session token is not valid yet",
@@ -443,6 +445,20 @@ pub struct SessionRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(max_length = 128))]
     pub identity: Option<String>,
+}
+
+impl SessionRequest {
+    /// A session of the default lifetime, scope and tools for `key`.
+    pub fn for_key(key: &str) -> SessionRequest {
+        SessionRequest {
+            api_key: key.to_owned(),
+            ttl_secs: None,
+            tools: None,
+            scope: None,
+            room_name: None,
+            identity: None,
+        }
+    }
 }
 
 /// `POST /api/voice-agent/sessions` answer.

@@ -8,9 +8,9 @@ use std::time::Duration;
 use redis::Value;
 
 use super::{
-    Acquired, Bound, SESSION_WINDOW, SessionCall, SessionNames, Cluster, Declared, EVENTS, IdemClaim, Lane, NODE_KEYS_PREFIX,
-    NODE_SUSPECT, NODES, ONLINE_EXTRA, Place, Revoked, Slot, StoreError, StoredStatus, ms,
-    rate_window,
+    Acquired, Bound, Cluster, Declared, EVENTS, IdemClaim, Lane, NODE_KEYS_PREFIX, NODE_SUSPECT,
+    NODES, ONLINE_EXTRA, Place, Revoked, SESSION_WINDOW, SessionCall, SessionNames, Slot,
+    StoreError, StoredStatus, ms, rate_window,
 };
 use crate::store::keys::TabInfo;
 use crate::store::lifecycle::BindError;
@@ -343,26 +343,22 @@ impl Cluster {
             .saturating_sub(unix_now_ms())
             .max(1000);
         let ended = self.session_names(rid, tag).ended;
-        self.op(
-            redis::cmd("SET")
-                .arg(ended)
-                .arg(1)
-                .arg("PX")
-                .arg(ttl_ms)
-                .query_async::<()>(&mut self.conn_for(Lane::Calls)),
-        )
-        .await
+        self.op(redis::cmd("SET")
+            .arg(ended)
+            .arg(1)
+            .arg("PX")
+            .arg(ttl_ms)
+            .query_async::<()>(&mut self.conn_for(Lane::Calls)))
+            .await
     }
 
     /// Whether a session of the key whose digest is `rid` was ended.
     pub async fn session_ended(&self, rid: &str, tag: u64) -> Result<bool, StoreError> {
         let ended = self.session_names(rid, tag).ended;
-        self.op(
-            redis::cmd("EXISTS")
-                .arg(ended)
-                .query_async::<bool>(&mut self.conn_for(Lane::Calls)),
-        )
-        .await
+        self.op(redis::cmd("EXISTS")
+            .arg(ended)
+            .query_async::<bool>(&mut self.conn_for(Lane::Calls)))
+            .await
     }
 
     /// One step of a fixed-window limit shared by every node: false when `limit` is spent. For

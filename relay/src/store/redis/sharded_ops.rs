@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use super::{
-    Acquired, Cluster, EVENTS, Lane, NODE_SUSPECT, NODES, Place, SessionNames, Slot, StoreError,
-    ms,
+    Acquired, Cluster, EVENTS, Lane, NODE_SUSPECT, NODES, Place, SessionNames, Slot, StoreError, ms,
 };
 use crate::tokens::unix_now_ms;
 
