@@ -327,10 +327,13 @@ impl Config {
             "RELAY_MAX_INFLIGHT_PER_KEY",
             o.max_inflight_per_key as u64,
         );
+        let session_max_inflight = o
+            .session_max_inflight
+            .unwrap_or((o.max_inflight_per_key / 2).max(1));
         positive(
             &mut problems,
             "RELAY_SESSION_MAX_INFLIGHT",
-            o.session_max_inflight as u64,
+            session_max_inflight as u64,
         );
         positive(
             &mut problems,
@@ -343,11 +346,12 @@ impl Config {
             o.session_max_ttl_secs,
         );
         // One session must leave its key slots for another (a key with one slot has no room).
-        if o.max_inflight_per_key > 1 && o.session_max_inflight >= o.max_inflight_per_key {
+        if o.max_inflight_per_key > 1 && session_max_inflight >= o.max_inflight_per_key {
             problems.push(format!(
-                "RELAY_SESSION_MAX_INFLIGHT ({}) must be below RELAY_MAX_INFLIGHT_PER_KEY ({}): \
-                 one agent session must not be able to take every slot of its key",
-                o.session_max_inflight, o.max_inflight_per_key
+                "RELAY_SESSION_MAX_INFLIGHT ({session_max_inflight}) must be below \
+                 RELAY_MAX_INFLIGHT_PER_KEY ({}): one agent session must not be able to take \
+                 every slot of its key",
+                o.max_inflight_per_key
             ));
         }
         positive(
@@ -407,7 +411,7 @@ impl Config {
             bind_concurrency: o.bind_concurrency,
             bind_wait: Duration::from_millis(o.bind_wait_ms),
             token_rate_per_min: o.token_rate_per_min,
-            session_max_inflight: o.session_max_inflight.min(o.max_inflight_per_key),
+            session_max_inflight,
             session_rate_per_sec: o.session_rate_per_sec,
             session_max_ttl: Duration::from_secs(o.session_max_ttl_secs),
             drain: Duration::from_millis(o.drain_ms),

@@ -172,10 +172,10 @@ pub struct Options {
     /// Tool calls one key may have in flight at once.
     #[arg(long, env = "RELAY_MAX_INFLIGHT_PER_KEY", default_value_t = 16)]
     pub max_inflight_per_key: usize,
-    /// Tool calls one agent session may have in flight at once (below the key's limit, so one
-    /// session cannot take every slot of its key).
-    #[arg(long, env = "RELAY_SESSION_MAX_INFLIGHT", default_value_t = 8)]
-    pub session_max_inflight: usize,
+    /// Tool calls one agent session may have in flight at once, below the key's limit so one
+    /// session cannot take every slot of its key (default: half the key's, at least 1).
+    #[arg(long, env = "RELAY_SESSION_MAX_INFLIGHT")]
+    pub session_max_inflight: Option<usize>,
     /// Tool calls one agent session may start per second.
     #[arg(long, env = "RELAY_SESSION_RATE_PER_SEC", default_value_t = 50)]
     pub session_rate_per_sec: u32,
