@@ -27,11 +27,11 @@ echo "-- kubernetes-validate --strict deploy/k8s"
 
 echo "-- docker-compose config deploy/compose.yaml"
 command -v docker-compose >/dev/null 2>&1 || { echo "docker-compose is missing: apt-get install -y docker-compose" >&2; exit 1; }
-LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=check RELAY_AGENT_SECRET=check RELAY_TOKEN_ISSUER_SECRET=check \
+LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=check RELAY_WORKER_SECRET=check RELAY_OPERATOR_SECRET=check RELAY_SESSION_KEYS=check RELAY_TOKEN_ISSUER_SECRET=check \
   docker-compose -f "$ROOT/deploy/compose.yaml" config -q
 
 echo "-- docker-compose config deploy/compose.cluster.yaml"
-LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=check RELAY_AGENT_SECRET=check RELAY_TOKEN_ISSUER_SECRET=check \
+LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=check RELAY_WORKER_SECRET=check RELAY_OPERATOR_SECRET=check RELAY_SESSION_KEYS=check RELAY_TOKEN_ISSUER_SECRET=check \
   docker-compose -f "$ROOT/deploy/compose.cluster.yaml" config -q
 
 echo "-- no deploy file runs the token service open, or binds bare keys"

@@ -324,7 +324,7 @@ test('pin_note (an app tool from the catalog) pins notes as text until dismissed
 test('the phase indicator follows the mode the agent side sets', async () => {
   const set = await relay.fetch(`/api/voice-agent/keys/${apiKey}/mode`, {
     method: 'PUT',
-    headers: { authorization: `Bearer ${relay.agentSecret}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${relay.workerSecret}`, 'content-type': 'application/json' },
     body: JSON.stringify({ mode: 'reading' }),
   });
   assert.deepEqual(set.body, { ok: true, tabNotified: true });
@@ -458,7 +458,13 @@ test('a draw that times out is cancelled: the picker closes', async () => {
 
 test('the tab survives a relay restart by re-binding its key', async () => {
   const addr = relay.url.replace('http://', '');
-  const secrets = { LIVEKIT_API_SECRET: relay.livekitSecret, RELAY_AGENT_SECRET: relay.agentSecret };
+  // The same LiveKit secret and signing keys: the tab's token (and its bind proof) still holds.
+  const secrets = {
+    LIVEKIT_API_SECRET: relay.livekitSecret,
+    RELAY_WORKER_SECRET: relay.workerSecret,
+    RELAY_OPERATOR_SECRET: relay.operatorSecret,
+    RELAY_SESSION_KEYS: relay.sessionKeys,
+  };
   await relay.stop();
   await page.waitForSelector('#connection:not([data-state="bound"])', { timeout: 10000 });
   await shot(page, '10-relay-down');

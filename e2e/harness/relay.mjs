@@ -57,6 +57,8 @@ export async function startRelay(env = {}, { name = 'relay', bin = relayBin } = 
   const started = await launchServer({ name, bin, env: fullEnv, stream: 'stdout', banner: 'relay' });
   const issuer = fullEnv.RELAY_TOKEN_MODE === 'issuer' ? fullEnv.RELAY_TOKEN_ISSUER_SECRET?.split(',')[0] : undefined;
   const relay = new Relay({ ...started, workerSecret, operatorSecret, livekitSecret, issuerSecret: issuer });
+  /** RELAY_SESSION_KEYS (`kid:seed` entries): a test may sign tokens the relay accepts. */
+  relay.sessionKeys = fullEnv.RELAY_SESSION_KEYS;
   relay.remember(workerSecret, operatorSecret, livekitSecret, ...seedsOf(fullEnv.RELAY_SESSION_KEYS),
     ...(fullEnv.RELAY_TOKEN_ISSUER_SECRET ?? '').split(','), fullEnv.RELAY_APP_JWT_SECRET);
   return relay;

@@ -89,7 +89,7 @@ key=$(harness_field tab.apiKey)
 
 # The proxy runs until its standard input closes (fd 8, closed on exit).
 mkfifo "$out/proxy.in"
-WORKER="$worker" AGENT_SECRET="$(harness_field relay.agentSecret)" VOICE_AGENT_KEY="$key" \
+WORKER="$worker" AGENT_TOKEN="$(harness_field tab.agentToken)" VOICE_AGENT_KEY="$key" \
   "$node22" "$here/proxy.mjs" <"$out/proxy.in" >"$out/proxy.out" 2>&1 &
 proxy_pid=$!
 exec 8>"$out/proxy.in"

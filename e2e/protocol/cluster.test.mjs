@@ -428,7 +428,8 @@ test('through the deploy balancer (HAProxy, deploy/haproxy.cfg): polling tabs st
     // Long enough for many polls: a poll sent to the wrong node would end the session.
     for (let round = 0; round < 3; round += 1) {
       for (const [i, t] of tabs.entries()) {
-        const r = await (round === 2 ? { call: (b) => fetch(`${url}/api/voice-agent/tool-call`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${A.agentSecret}` }, body: JSON.stringify(b) }).then(async (res) => ({ status: res.status, body: await res.json() })) } : [A, B, C][(i + round) % 3])
+        const token = await A.tokenFor(t.apiKey);
+        const r = await (round === 2 ? { call: (b) => fetch(`${url}/api/voice-agent/tool-call`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(b) }).then(async (res) => ({ status: res.status, body: await res.json() })) } : [A, B, C][(i + round) % 3])
           .call({ apiKey: t.apiKey, toolName: 'whoami', awaitResult: true, timeoutMs: 3000 });
         assert.equal(r.status, 200, JSON.stringify(r.body));
         assert.deepEqual(r.body.result, { i });

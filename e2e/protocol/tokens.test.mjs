@@ -53,7 +53,7 @@ test('POST /token answers in the documented shape (TokenResponse) and LiveKit\'s
 });
 
 test('issuer mode: a missing or wrong issuer secret gets 401 with the error body; every secret of the list works', async () => {
-  for (const [what, bearer] of [['no credential', null], ['wrong secret', issuerSecret()], ['the agent secret', issuer.agentSecret]]) {
+  for (const [what, bearer] of [['no credential', null], ['wrong secret', issuerSecret()], ['the worker\'s secret', issuer.workerSecret], ['the operators\' secret', issuer.operatorSecret]]) {
     const r = await issuer.requestToken({ roomName: 'tarot-1' }, { bearer });
     assert.equal(r.status, 401, what);
     assert.deepEqual(Object.keys(r.body).sort(), ['error', 'ok'], what);

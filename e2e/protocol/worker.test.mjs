@@ -69,11 +69,16 @@ test('call: schema violations never reach the relay; failures are typed, exit no
   const offline = await runWorker(relay, ['call', apiKey, 'OpenPopover', '{}', '--timeout-ms', '200']);
   assert.equal(offline.code, 1);
   assert.equal(offline.json.error.code, 'tab_offline');
-  const wrongSecret = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_AGENT_SECRET: 'not-the-agent-secret-000' });
+  // The operators' credential mints a token for the key; a wrong one mints nothing.
+  const wrongSecret = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_OPERATOR_SECRET: 'not-the-operator-secret-000' });
   assert.equal(wrongSecret.json.error.code, 'unauthorized');
-  const noSecret = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_AGENT_SECRET: '' });
+  const noSecret = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_OPERATOR_SECRET: '' });
   assert.equal(noSecret.code, 64);
-  assert.match(noSecret.stderr, /RELAY_AGENT_SECRET is required/);
+  assert.match(noSecret.stderr, /VOICE_AGENT_TOKEN or --token\) or the operators' credential/);
+  // A session token given as it is: for this key it works, for another it is forbidden.
+  const other = await relay.token();
+  const foreign = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_OPERATOR_SECRET: '', VOICE_AGENT_TOKEN: other.agentToken });
+  assert.equal(foreign.json.error.code, 'forbidden');
 });
 
 async function signedWebhook(event, { secret = relay.livekitSecret, tamper = false } = {}) {
@@ -98,7 +103,7 @@ function participantEvent(name, { room, identity, apiKey }) {
 }
 
 async function sessions() {
-  const r = await worker.fetch('/sessions', { headers: { authorization: `Bearer ${relay.agentSecret}` } });
+  const r = await worker.fetch('/sessions', { headers: { authorization: `Bearer ${relay.operatorSecret}` } });
   assert.equal(r.status, 200);
   return r.body.sessions;
 }
