@@ -3,6 +3,7 @@
 
 pub mod config;
 mod serve;
+pub mod serve_config;
 
 use std::process::ExitCode;
 
@@ -15,10 +16,9 @@ use crate::catalog::export::{self, Target};
 use crate::client::{CallOptions, ClientConfig, RelayClient};
 use crate::demo;
 use crate::error::{Code, ToolError};
-use config::{
-    CatalogCommand, Cli, CliCredential, Command, EXIT_CONFIG, ServeConfig, cli_credential,
-};
+use config::{CatalogCommand, Cli, CliCredential, Command, EXIT_CONFIG, cli_credential};
 use relay_wire::session::SessionRequest;
+use serve_config::ServeConfig;
 
 fn config_error(err: impl std::fmt::Display) -> ExitCode {
     eprintln!("agent-worker: {err}");

@@ -17,7 +17,8 @@ use crate::serve::{ServeState, rooms, serve};
 /// swept.
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
-use super::config::{Cli, ServeConfig};
+use super::config::Cli;
+use super::serve_config::ServeConfig;
 
 pub async fn run(cli: &Cli, config: ServeConfig, catalog: Catalog) -> anyhow::Result<()> {
     let client = RelayClient::new(ClientConfig::new(

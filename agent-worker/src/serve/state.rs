@@ -18,7 +18,8 @@ use super::auth::{self, Agent, Keyring, bearer};
 use super::dispatch::Dispatcher;
 use super::error::ApiError;
 use super::kept::{self, StateFile};
-use super::mcp::{McpConfig, Owners};
+use super::mcp::config::McpConfig;
+use super::mcp::owners::Owners;
 use super::signature::VapiSigning;
 use crate::Worker;
 

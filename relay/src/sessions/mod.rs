@@ -111,8 +111,16 @@ mod tests {
 
     const KEY: &str = "va_00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
+    fn now_secs() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    }
+
     fn sessions() -> Sessions {
-        crate::tokens::install_jwt_crypto();
+        // The process installs this provider at start (`tokens::install_jwt_crypto`).
+        let _ = jsonwebtoken::crypto::rust_crypto::DEFAULT_PROVIDER.install_default();
         Sessions::new(&Arc::new(
             SigningKeys::parse(&SigningKeys::generate_entry()).unwrap(),
         ))
@@ -121,7 +129,7 @@ mod tests {
     #[test]
     fn minted_tokens_verify_and_never_outlive_the_tab() {
         let s = sessions();
-        let now = crate::tokens::unix_now().as_secs();
+        let now = now_secs();
         let m = s.mint(KEY, Mint::default(), now, now + 60).unwrap();
         assert_eq!(m.expires_at, now + 60);
         let grant = s.verify(&m.token, now).unwrap();
@@ -152,7 +160,7 @@ mod tests {
     fn another_relays_tokens_are_refused_even_after_a_sweep() {
         let ours = sessions();
         let theirs = sessions();
-        let now = crate::tokens::unix_now().as_secs();
+        let now = now_secs();
         let m = theirs.mint(KEY, Mint::default(), now, now + 60).unwrap();
         assert_eq!(
             ours.verify(&m.token, now).unwrap_err(),

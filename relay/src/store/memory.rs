@@ -13,9 +13,10 @@ use relay_wire::{Declaration, KeyStatus};
 use tokio::time::Instant;
 
 use super::claims::{self, Claimed, ReplayBound};
+use super::keys::SessionSlot;
 use super::keys::{AcquireError, Keys, NotBound, Proof};
 use super::redis::StoreError;
-use super::sessions::{Ended, Refused, SessionLimits, SessionSlot, session_tag};
+use super::sessions::{Ended, Refused, SessionLimits, session_tag};
 use super::track::{MemoryTrack, Track, TrackError};
 use super::{BindOutcome, Bound, KeyStore, Revocation, TabAt};
 use crate::idempotency::Idempotency;

@@ -4,13 +4,10 @@
 //! key's hash tag, in the key's admission script. And the sessions ended before their tokens
 //! expire ([`Ended`], in memory; on Redis, a marker under the key's tag).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dashmap::DashMap;
 use relay_wire::session::SESSION_ID_PREFIX;
-
-use super::keys::KeyShared;
 
 /// Most sessions counted per key: beyond it, the oldest idle one is forgotten.
 const MAX_USES_PER_KEY: usize = 32;
@@ -116,34 +113,6 @@ impl SessionUses {
         if let Some(u) = self.uses.iter_mut().find(|u| u.tag == tag) {
             u.inflight = u.inflight.saturating_sub(1);
         }
-    }
-}
-
-/// A call's hold on its session's count; given back on drop.
-pub struct SessionSlot {
-    shared: Arc<KeyShared>,
-    tag: u64,
-}
-
-impl SessionSlot {
-    /// Counts a call of session `tag` against `shared`'s key.
-    pub fn take(
-        shared: &Arc<KeyShared>,
-        tag: u64,
-        limits: SessionLimits,
-        now: u64,
-    ) -> Result<SessionSlot, Refused> {
-        shared.sessions().admit(tag, limits, now)?;
-        Ok(SessionSlot {
-            shared: shared.clone(),
-            tag,
-        })
-    }
-}
-
-impl Drop for SessionSlot {
-    fn drop(&mut self) {
-        self.shared.sessions().leave(self.tag);
     }
 }
 

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use super::keys::SessionSlot;
 use super::keys::{Binding, InflightGuard, KeyShared, Keys, WaitError};
 use super::redis::{Cluster, Place, Slot, StoreError, Watch};
-use super::sessions::SessionSlot;
 
 /// Waiting calls re-read their key at least this often on Redis, whatever the events say.
 pub use super::redis::RECHECK;

@@ -17,8 +17,9 @@
 //! [`Worker::offer`]: crate::Worker::offer
 //! [`Worker::agent_call`]: crate::Worker::agent_call
 
+pub mod config;
 mod handler;
-mod owners;
+pub mod owners;
 pub mod surface;
 
 use std::sync::Arc;
@@ -36,44 +37,12 @@ use tokio_util::sync::CancellationToken;
 use relay_wire::session::Scope;
 
 use super::state::ServeState;
+pub use config::McpConfig;
 pub use handler::Handler;
 pub use owners::Owners;
 
 /// Largest JSON-RPC message accepted on `/mcp`.
 const MAX_MESSAGE_BYTES: usize = 256 * 1024;
-
-/// Who may reach `/mcp` from where: the `Host` headers accepted (rmcp refuses others with 403,
-/// against DNS rebinding) and the browser origins accepted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct McpConfig {
-    /// Hosts (`name` or `name:port`) accepted in `Host`; empty accepts any.
-    pub allowed_hosts: Vec<String>,
-    /// Origins (`scheme://host[:port]`, `:*` for any port) accepted when a request carries
-    /// `Origin`; `None` accepts any. `Some(vec![])` refuses every request that carries one.
-    /// The voice platforms call from servers, which send no `Origin`; by default only pages
-    /// served from this machine's loopback addresses may call.
-    pub allowed_origins: Option<Vec<String>>,
-}
-
-/// The loopback names, as hosts and as the origins of pages served from them.
-const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
-
-impl Default for McpConfig {
-    fn default() -> Self {
-        McpConfig {
-            allowed_hosts: LOOPBACK
-                .iter()
-                .map(|h| h.trim_matches(['[', ']']).to_owned())
-                .collect(),
-            allowed_origins: Some(
-                LOOPBACK
-                    .iter()
-                    .flat_map(|h| [format!("http://{h}:*"), format!("https://{h}:*")])
-                    .collect(),
-            ),
-        }
-    }
-}
 
 /// The `/mcp` service: the credential and key check in front of rmcp's Streamable HTTP
 /// service. `shutdown` ends every MCP session and stream (a server stopping gracefully would

@@ -7,19 +7,21 @@
 //!
 //! Callers waiting for an offline key park on the key's own `Notify`; binding, revoking and removal wake them.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use dashmap::DashMap;
 use relay_wire::{KeyState, KeyStatus, RevokeReason};
 use socketioxide::socket::Sid;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+mod shared;
 mod tab;
 
+use shared::lock;
+pub use shared::{InflightGuard, KeyShared, SessionSlot};
 pub use tab::{NotBound, TabInfo};
 
 use crate::config::fingerprint;
@@ -27,7 +29,6 @@ use crate::metrics::Metrics;
 use crate::sockets::TabSocket;
 pub use crate::store::lifecycle::BindError;
 use crate::store::lifecycle::{self, Event, Facts, Phase, Shown, Transition};
-use crate::store::sessions::SessionUses;
 use crate::tokens::{unix_now, unix_now_ms};
 use relay_wire::Fp;
 
@@ -86,43 +87,6 @@ impl Entry {
     }
 }
 
-/// Per-key data shared with the calls in flight for that key.
-#[derive(Default)]
-pub struct KeyShared {
-    changed: Notify,
-    inflight: AtomicUsize,
-    /// Awaited calls delivered and not yet answered; told `cancel` when their tab is replaced or
-    /// revoked.
-    pending: Mutex<Vec<Arc<str>>>,
-    /// The agent sessions calling this key lately ([`SessionUses`]).
-    sessions: Mutex<SessionUses>,
-}
-
-impl KeyShared {
-    pub fn add_pending(&self, call_id: &Arc<str>) {
-        lock(&self.pending).push(call_id.clone());
-    }
-
-    pub fn remove_pending(&self, call_id: &str) {
-        lock(&self.pending).retain(|c| &**c != call_id);
-    }
-
-    fn take_pending(&self) -> Vec<Arc<str>> {
-        std::mem::take(&mut *lock(&self.pending))
-    }
-
-    /// The key's session counts, locked for one count or one release.
-    pub fn sessions(&self) -> std::sync::MutexGuard<'_, SessionUses> {
-        lock(&self.sessions)
-    }
-}
-
-/// The pending list's lock is held for a push or a scan, never across an await; a panic while
-/// holding it cannot leave the `Vec` inconsistent, so a poisoned lock is simply reused.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// How a bind proves the key was issued here.
 #[derive(Debug, Clone, Copy)]
 pub enum Proof {
@@ -151,23 +115,6 @@ pub enum WaitError {
 pub enum AcquireError {
     Unknown,
     TooMany,
-}
-
-/// Holds one of the key's in-flight slots; released on drop.
-pub struct InflightGuard {
-    shared: Arc<KeyShared>,
-}
-
-impl InflightGuard {
-    pub fn shared(&self) -> &Arc<KeyShared> {
-        &self.shared
-    }
-}
-
-impl Drop for InflightGuard {
-    fn drop(&mut self) {
-        self.shared.inflight.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 pub struct LifecycleConfig {
