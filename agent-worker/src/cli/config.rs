@@ -214,6 +214,11 @@ fn secret_list(name: &str, raw: &str) -> Result<Vec<Secret>, ConfigError> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .collect();
+    if all.iter().any(|s| s.starts_with("replace-me")) {
+        return Err(ConfigError(format!(
+            "{name} is still the example's placeholder: put the secret there"
+        )));
+    }
     if all.is_empty() || all.iter().any(|s| s.len() < MIN_SECRET_LEN) {
         return Err(ConfigError(format!(
             "{name} is shorter than {MIN_SECRET_LEN} characters"
@@ -289,6 +294,21 @@ mod tests {
         let mut all = vec!["agent-worker"];
         all.extend_from_slice(args);
         Cli::try_parse_from(all).unwrap()
+    }
+
+    #[test]
+    fn the_examples_placeholder_is_refused() {
+        let cli = parse(&[
+            "--worker-secret",
+            "replace-me-with-the-relays-worker-secret",
+            "demo",
+            "k",
+        ]);
+        let err = worker_secrets(&cli.relay).err().unwrap().to_string();
+        assert!(
+            err.contains("RELAY_WORKER_SECRET is still the example's placeholder"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -98,7 +98,13 @@ fn secret_list(problems: &mut Vec<String>, name: &str, value: &str, min: usize) 
         problems.push(format!("{name} holds no secret"));
     }
     for (i, s) in secrets.iter().enumerate() {
-        if s.expose().chars().count() < min {
+        if s.expose().starts_with("replace-me") {
+            problems.push(format!(
+                "{name} entry {} is still the example's placeholder: put a secret of your own \
+                 there (openssl rand -hex 32)",
+                i + 1
+            ));
+        } else if s.expose().chars().count() < min {
             problems.push(format!(
                 "{name} entry {} is shorter than {min} characters",
                 i + 1

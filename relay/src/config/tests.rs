@@ -321,3 +321,19 @@ fn runtime_kinds() {
     args.extend_from_slice(&["--runtime", "green-threads"]);
     assert!(Cli::try_parse_from([&["relay"][..], &args].concat()).is_err());
 }
+
+#[test]
+fn the_examples_placeholders_are_refused() {
+    let mut args = GOOD.to_vec();
+    args[7] = "replace-me-with-32-random-bytes-hex";
+    args[9] = "replace-me-with-other-32-random-bytes-hex";
+    let err = parse(&args).unwrap_err().to_string();
+    assert!(
+        err.contains("RELAY_WORKER_SECRET entry 1 is still the example's placeholder"),
+        "{err}"
+    );
+    assert!(
+        err.contains("RELAY_TOKEN_ISSUER_SECRET entry 1 is still the example's placeholder"),
+        "{err}"
+    );
+}
