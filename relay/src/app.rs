@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::delivery::Io;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
+use crate::origins::Origins;
 use crate::shutdown::Drain;
 use crate::store::keys::{Keys, LifecycleConfig};
 use crate::store::redis::{self as cluster, Cluster};
@@ -37,6 +38,8 @@ pub struct App {
     pub io: std::sync::OnceLock<Io>,
     /// Several nodes: the shared state in Redis. `None` on a single node.
     pub cluster: Option<Arc<Cluster>>,
+    /// The browser origins allowed, and the log of refused ones.
+    pub origins: Origins,
     /// SHA-256 of each agent secret (the store keeps each agent's call rate, same order).
     agents: Vec<[u8; 32]>,
     /// SHA-256 of each token-issuer secret (issuer mode).
@@ -103,6 +106,7 @@ impl App {
             .map(|s| Sha256::digest(s.expose().as_bytes()).into())
             .collect();
         let binds = BindGate::new(config.bind_concurrency);
+        let origins = Origins::new(&config.allowed_origins);
         Arc::new(App {
             config,
             keys,
@@ -113,6 +117,7 @@ impl App {
             binds,
             io: std::sync::OnceLock::new(),
             cluster,
+            origins,
             agents,
             issuers,
         })
@@ -161,22 +166,10 @@ impl App {
         Ok(self.store.take_token(ip).await?)
     }
 
-    /// Whether a browser `Origin` may open a socket: listed in `RELAY_ALLOWED_ORIGINS` (or `*`),
-    /// or, when that is unset, the relay's own origin.
+    /// Whether a browser `Origin` may open a socket: the relay's own origin, or one listed in
+    /// `RELAY_ALLOWED_ORIGINS` (or `*`); see [`Origins`].
     pub fn origin_allowed(&self, origin: &str, host: Option<&HeaderValue>) -> bool {
-        let origin = origin.trim_end_matches('/');
-        if self.config.allowed_origins.is_empty() {
-            let host = host.and_then(|h| h.to_str().ok()).unwrap_or_default();
-            let bare = origin
-                .strip_prefix("http://")
-                .or_else(|| origin.strip_prefix("https://"))
-                .unwrap_or(origin);
-            return !host.is_empty() && bare.eq_ignore_ascii_case(host);
-        }
-        self.config
-            .allowed_origins
-            .iter()
-            .any(|o| o == "*" || o.eq_ignore_ascii_case(origin))
+        self.origins.allowed(origin, host)
     }
 
     pub(crate) fn cors(&self) -> Option<CorsLayer> {
