@@ -259,25 +259,85 @@ fn exports_for_platforms_that_keep_their_own_tools() {
         mode: Some("review"),
         worker_url: Some("https://worker.example.com/"),
     };
-    let openai = export(&catalog, Format::Openai, &target);
-    assert_eq!(openai.as_array().unwrap().len(), 2);
-    assert_eq!(openai[0]["function"]["name"], "SaveDiagram");
-    let vapi = export(&catalog, Format::Vapi, &target);
+    let openai = export(&catalog, Format::Openai, &target).unwrap();
+    let names = |v: &Value, pointer: &str| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.pointer(pointer).unwrap().as_str().unwrap().to_owned())
+            .collect()
+    };
+    // The review mode's tool, and its move back to editing.
+    assert_eq!(
+        names(&openai, "/function/name"),
+        ["SaveDiagram", "ShowHelp", "enter_editing"]
+    );
+    assert_eq!(
+        openai[2]["function"]["parameters"],
+        json!({"type": "object", "properties": {}, "additionalProperties": false})
+    );
+    assert!(
+        openai[2]["function"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("Edit diagrams."),
+        "a move says what the mode it leads to is for"
+    );
+    let vapi = export(&catalog, Format::Vapi, &target).unwrap();
     assert_eq!(
         vapi[0]["server"]["url"],
         "https://worker.example.com/vapi/webhook"
     );
     assert_eq!(vapi[0]["async"], true);
-    let eleven = export(&catalog, Format::Elevenlabs, &Target::default());
-    assert_eq!(eleven.as_array().unwrap().len(), 3);
+    assert_eq!(vapi[2]["async"], false, "a move's answer is read");
+    let url = Target {
+        mode: None,
+        worker_url: Some("https://w.example"),
+    };
+    let eleven = export(&catalog, Format::Elevenlabs, &url).unwrap();
+    // Every tool, then every move: into each mode some mode lists, out of the nested one.
+    assert_eq!(
+        names(&eleven, "/name"),
+        [
+            "CreateDiagram",
+            "SaveDiagram",
+            "ShowHelp",
+            "enter_review",
+            "enter_help",
+            "enter_editing",
+            "leave_help"
+        ]
+    );
     assert_eq!(
         eleven[0]["api_schema"]["url"],
-        "https://WORKER_HOST/agent/tools/CreateDiagram"
+        "https://w.example/agent/tools/CreateDiagram"
+    );
+    assert_eq!(
+        eleven[6]["api_schema"]["url"],
+        "https://w.example/agent/tools/leave_help"
     );
     assert_eq!(
         eleven[0]["api_schema"]["request_headers"]["X-Voice-Agent-Key"],
-        "{{va_key}}"
+        "{{apiKey}}"
     );
+    // The formats that call the worker back need its URL; a mode must exist.
+    let no_url = export(&catalog, Format::Vapi, &Target::default()).unwrap_err();
+    assert!(no_url.to_string().contains("--worker-url"), "{no_url}");
+    assert!(
+        export(&catalog, Format::Elevenlabs, &Target::default()).is_err(),
+        "no silent placeholder URL"
+    );
+    assert!(export(&catalog, Format::Openai, &Target::default()).is_ok());
+    let bad = Target {
+        mode: None,
+        worker_url: Some("worker.example.com"),
+    };
+    assert!(export(&catalog, Format::Vapi, &bad).is_err());
+    let unknown = Target {
+        mode: Some("nope"),
+        worker_url: None,
+    };
+    assert!(export(&catalog, Format::Openai, &unknown).is_err());
 }
 
 #[test]

@@ -156,14 +156,15 @@ pub(crate) async fn vapi_webhook(
                 "the call carries no relay key in call.metadata.apiKey",
             )),
             (_, Err(e)) => Err(ToolError::new(Code::InvalidArguments, e)),
-            // Vapi's tool-call id names the call: a redelivered webhook emits nothing twice.
+            // Vapi's tool-call id names the call: a redelivered webhook emits nothing twice. A
+            // mode move (the exported `enter_<mode>` tools) changes the session's mode.
             (Some(key), Ok(args)) => {
                 let idempotency_key = (!call.id.is_empty()).then(|| format!("vapi-{}", call.id));
                 state
                     .worker
-                    .run_tool_with(key, &call.name, &args, idempotency_key)
+                    .agent_call_with(key, &call.name, &args, idempotency_key)
                     .await
-                    .map(|(value, _)| value)
+                    .result
             }
         };
         results.push(match outcome {
