@@ -181,8 +181,8 @@ fn broken_catalogs_are_refused_with_their_place() {
         (
             "a misspelt field",
             json!({"tools": [{"name": "A", "description": "a", "parameters": {"type": "object"}, "awaitResults": true}]}),
-            "tools[0]",
-            "unknown field `awaitResults`",
+            "tools[0].awaitResults",
+            "is not a tool field (expected name, description, parameters, outputSchema, awaitResult, timeoutMs, modes)",
         ),
         (
             "a tool named like a mode move",
@@ -250,6 +250,38 @@ fn every_problem_is_listed_at_once() {
         syntax[0]
     );
     assert!(Catalog::parse("app.json", "[]").is_err());
+}
+
+#[test]
+fn every_unknown_field_is_named_and_problems_come_in_the_files_order() {
+    // Tools before modes in the file; two misspelt fields in one tool, one in a mode.
+    let text = r#"{
+  "tools": [
+    {"name": "A", "description": "a", "parameters": {"type": "object"},
+     "awaitResults": true,
+     "timeout": 5000,
+     "modes": ["b"]}
+  ],
+  "modes": [
+    {"id": "a", "next": ["b"], "nest": true},
+    {"id": "b", "next": ["zz"]}
+  ]
+}"#;
+    let problems = Catalog::parse("app.json", text).unwrap_err();
+    let listed: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    let paths: Vec<&str> = problems.iter().map(|p| p.place.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "tools[0].awaitResults",
+            "tools[0].timeout",
+            "modes[0].nest",
+            "modes[1].next[0]"
+        ],
+        "{listed:#?}"
+    );
+    let lines: Vec<usize> = problems.iter().map(|p| p.place.line.unwrap().0).collect();
+    assert_eq!(lines, [4, 5, 9, 10], "{listed:#?}");
 }
 
 #[test]
