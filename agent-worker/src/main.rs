@@ -4,10 +4,9 @@
 use std::process::ExitCode;
 
 use agent_worker::cli::{self, config::Cli};
-use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_args();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(err) => {
