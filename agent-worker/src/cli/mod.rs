@@ -162,12 +162,18 @@ pub async fn run(cli: Cli) -> ExitCode {
             }
         }
         Command::Demo { api_key } => {
+            let catalog = match catalog(&cli) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
             let client = match client(&cli) {
                 Ok(c) => c,
                 Err(code) => return code,
             };
             init_tracing(false, "warn");
-            let worker = Worker::new(client);
+            // The tab's own page tools (the demo page's set_theme) are shown too: the demo runs
+            // against the user's own tab.
+            let worker = Worker::with_catalog(client, catalog, true);
             let mut out = std::io::stdout();
             match demo::run(&worker, api_key, &mut out).await {
                 Ok(_) => ExitCode::SUCCESS,
