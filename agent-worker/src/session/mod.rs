@@ -88,6 +88,11 @@ impl Session {
     }
 }
 
+/// How long the relay is told a session's mode again while it does not know the key (its tab
+/// binds again after the relay restarted), and how often.
+const TELL_RETRY: Duration = Duration::from_secs(30);
+const TELL_AGAIN: Duration = Duration::from_millis(500);
+
 /// How long a session that ended with its participant leaving is remembered: an agent that goes
 /// on calling for that key meanwhile gets `unknown_key` instead of a fresh session.
 const ENDED_KEEP: Duration = Duration::from_secs(10 * 60);
@@ -379,20 +384,35 @@ impl Sessions {
         let client = self.client.clone();
         runtime.spawn(async move {
             let mut told = session.told_mode.lock().await;
-            let mode = session.stack().active().to_owned();
-            if told.as_deref() == Some(mode.as_str()) || session.closed.is_cancelled() {
-                return;
-            }
-            match client.set_mode(&session.key, &mode).await {
-                Ok(notified) => {
-                    tracing::debug!(key = %Fp(&session.key), mode, tab_notified = notified, "mode told to the relay");
-                    *told = Some(mode);
+            // A relay that restarted knows the key again only once its tab binds anew (within
+            // seconds): until then it answers unknown_key, and the mode is told again.
+            let until = Instant::now() + TELL_RETRY;
+            loop {
+                let mode = session.stack().active().to_owned();
+                if told.as_deref() == Some(mode.as_str()) || session.closed.is_cancelled() {
+                    return;
                 }
-                Err(e) if e.is(relay_wire::ErrorCode::UnknownKey) => {
-                    tracing::debug!(key = %Fp(&session.key), "mode not told: the relay does not know the key")
-                }
-                Err(e) => {
-                    tracing::warn!(key = %Fp(&session.key), cause = %e, "mode not told to the relay")
+                match client.set_mode(&session.key, &mode).await {
+                    Ok(notified) => {
+                        tracing::debug!(key = %Fp(&session.key), mode, tab_notified = notified, "mode told to the relay");
+                        *told = Some(mode);
+                        return;
+                    }
+                    Err(e) if e.is(relay_wire::ErrorCode::UnknownKey) && Instant::now() < until => {
+                        tracing::debug!(key = %Fp(&session.key), "mode not told yet: the relay does not know the key (yet)");
+                        tokio::select! {
+                            _ = session.closed.cancelled() => return,
+                            _ = tokio::time::sleep(TELL_AGAIN) => {}
+                        }
+                    }
+                    Err(e) if e.is(relay_wire::ErrorCode::UnknownKey) => {
+                        tracing::info!(key = %Fp(&session.key), mode, "mode not told: the relay did not learn the key within {} s", TELL_RETRY.as_secs());
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(key = %Fp(&session.key), cause = %e, "mode not told to the relay");
+                        return;
+                    }
                 }
             }
         });
