@@ -77,6 +77,7 @@ pub async fn run(
     }
     let sessions = &worker.sessions;
     sessions.open(key, "demo", "demo-script", "demo", true);
+    sessions.mode_told(key).await;
     say(
         out,
         &format!(
@@ -153,6 +154,8 @@ async fn reach(
         let name = Move::Enter(&next).tool_name();
         say(out, &format!("→ {name}"));
         worker.agent_call(key, &name, &json!({})).await.result?;
+        // The tab shows each mode the walk goes through, in order.
+        worker.sessions.mode_told(key).await;
         say(out, &format!("← now in the {next} mode"));
     }
     Ok(())
