@@ -52,6 +52,11 @@ pub async fn detach_request_head(mut req: axum::extract::Request) -> axum::extra
 /// Files any page may load, whatever its origin: the client library (`lib/client.js`).
 const PUBLIC_PREFIX: &str = "/lib/";
 
+/// Whether `path` is a file any page may load ([`PUBLIC_PREFIX`]).
+pub(crate) fn is_public(path: &str) -> bool {
+    path.starts_with(PUBLIC_PREFIX)
+}
+
 /// The demo page's files; those under [`PUBLIC_PREFIX`] with `Access-Control-Allow-Origin: *`
 /// (the CORS layer puts the page's own origin instead when it lists it). What the request's path makes impossible to open (a segment longer
 /// than the file system allows, a file used as a directory) is a 404 like any missing file,
@@ -62,7 +67,7 @@ pub(crate) async fn static_file(
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
     use std::io::ErrorKind;
-    let public = request.uri().path().starts_with(PUBLIC_PREFIX);
+    let public = is_public(request.uri().path());
     match files.try_call(request).await {
         // ServeDir's own 500 comes only from a redirect URI it cannot build from the request's
         // path (a directory asked for without its trailing slash).

@@ -96,7 +96,9 @@ fn finish<A: socketioxide::adapter::Adapter>(
     let noted = app.clone();
     router = router.layer(tower::util::MapRequestLayer::new(
         move |request: axum::extract::Request| {
-            if request.headers().contains_key(axum::http::header::ORIGIN) {
+            if request.headers().contains_key(axum::http::header::ORIGIN)
+                && !pages::is_public(request.uri().path())
+            {
                 let what = format!("{} {}", request.method(), request.uri().path());
                 noted.origins.note(request.headers(), &what);
             }

@@ -471,11 +471,12 @@ export class VoiceRelayClient {
       target = null;
     }
     if (page && target && target.origin !== page) {
+      const relay = this.opts.tokenUrl === undefined;
       const probe = new AbortController();
       const timer = setTimeout(() => probe.abort(), ORIGIN_PROBE_MS);
       try {
-        await f(target.href, { method: 'GET', mode: 'no-cors', signal: probe.signal });
-        const relay = this.opts.tokenUrl === undefined;
+        // The relay's health check, which mints nothing; another token service at its URL.
+        await f(relay ? `${this.relayUrl()}/healthz` : target.href, { method: 'GET', mode: 'no-cors', signal: probe.signal });
         return Object.assign(
           new Error(relay
             ? `the relay at ${target.origin} refused this page's origin ${page}: add it to RELAY_ALLOWED_ORIGINS`
