@@ -120,7 +120,11 @@ class WorkerFactory:
         return server
 
 
-RMCP_BELOW_WARN = re.compile(r'^\S+\s+(?:TRACE|DEBUG|INFO) [^\n]*?\brmcp(?:::\w+)*: |"level":"(?:TRACE|DEBUG|INFO)"[^\n]*"target":"rmcp', re.M)
+RMCP_BELOW_WARN = re.compile(
+    r"^\S+\s+(?:TRACE|DEBUG|INFO) [^\n]*?\brmcp(?:::\w+)*: "
+    r'|"level":"(?:TRACE|DEBUG|INFO)"[^\n]*"target":"rmcp',
+    re.M,
+)
 
 
 def assert_plain_log(name: str, text: str) -> None:
@@ -128,7 +132,8 @@ def assert_plain_log(name: str, text: str) -> None:
     (its Debug dumps of whole MCP messages)."""
     assert "\x1b[" not in text, f"the {name} log holds ANSI escape codes"
     found = RMCP_BELOW_WARN.search(text)
-    assert found is None, f"the {name} log holds rmcp's own lines below warn: {found.group(0) if found else ''}"
+    shown = found.group(0) if found else ""
+    assert found is None, f"the {name} log holds rmcp's own lines below warn: {shown}"
 
 
 @pytest.fixture
