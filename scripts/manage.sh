@@ -113,11 +113,18 @@ cmd_start() {
 # LiveKit server only when its configuration changed or it is not running, since restarting it
 # ends every voice room (and waits for their participants).
 cmd_restart() {
-  local names=() name
-  for name in "$@"; do
+  local names=() name agent_asked=""
+  while (($#)); do
+    name="$1"
+    shift
     case "$name" in
       livekit | relay | worker | agent) names+=("$name") ;;
-      *) die "restart: $name is not one of livekit, relay, worker, agent" ;;
+      --agent)
+        agent_asked=python
+        if [[ "${1:-}" == python || "${1:-}" == node ]]; then agent_asked="$1"; shift; fi
+        ;;
+      --agent=python | --agent=node) agent_asked="${name#--agent=}" ;;
+      *) die "restart: $name is not one of livekit, relay, worker, agent (or --agent [python|node])" ;;
     esac
   done
   mkdir -p "$RUN_DIR"
@@ -129,8 +136,11 @@ cmd_restart() {
     say "manage.sh: restart stopped nothing: what runs keeps running; fix the problems above, then restart again" >&2
     return 64
   fi
-  local agent_kind=""
-  pid_alive "$RUN_DIR/agent.pid" && agent_kind="$(cat "$RUN_DIR/agent.kind" 2>/dev/null || echo python)"
+  local agent_kind="$agent_asked"
+  if [[ -z "$agent_kind" ]] && pid_alive "$RUN_DIR/agent.pid"; then
+    agent_kind="$(cat "$RUN_DIR/agent.kind" 2>/dev/null || echo python)"
+  fi
+  if [[ -n "$agent_asked" && "${#names[@]}" -gt 0 ]]; then names+=(agent); fi
   if ((${#names[@]} == 0)); then
     names=(relay worker)
     [[ -n "$agent_kind" ]] && names+=(agent)
@@ -278,9 +288,10 @@ usage: scripts/manage.sh <command>
                    and the worker (and a reference voice agent with --agent: the Python one,
                    or the Node one with --agent node), wait until ready
   stop             stop what start started (SIGTERM, bounded wait, then kill)
-  restart [livekit|relay|worker|agent]  check the configuration, then restart those (default:
-                   the relay, the worker and a running agent; LiveKit only when its
-                   configuration changed); nothing stops when the check fails
+  restart [livekit|relay|worker|agent] [--agent [python|node]]  check the configuration, then
+                   restart those (default: the relay, the worker and a running agent, or the
+                   one --agent names; LiveKit only when its configuration changed); nothing
+                   stops when the check fails
   reload           the running worker reads its catalog again (SIGHUP); a bad one is refused
   call <va_key> <tool> [params-json] [--await]  agent-worker call with .env's settings
   demo <va_key>    agent-worker demo with .env's settings: walk a tab through every tool
