@@ -81,20 +81,34 @@ print_next_steps() {
   say "walk it through every tool: $manage demo <va_key>"
 }
 
-cmd_start() {
-  local agent_kind="" arg
+# Reads the arguments of start (`start` as $1) or restart (`restart`): --agent [python|node]
+# into AGENT_KIND, and for restart the processes named into NAMES.
+read_args() {
+  local command="$1" arg
+  shift
+  AGENT_KIND=""
+  NAMES=()
   while (($#)); do
     arg="$1"
     shift
     case "$arg" in
       --agent)
-        agent_kind=python
-        if [[ "${1:-}" == python || "${1:-}" == node ]]; then agent_kind="$1"; shift; fi
+        AGENT_KIND=python
+        if [[ "${1:-}" == python || "${1:-}" == node ]]; then AGENT_KIND="$1"; shift; fi
         ;;
-      --agent=python | --agent=node) agent_kind="${arg#--agent=}" ;;
-      *) die "start: unknown option $arg (only --agent [python|node])" ;;
+      --agent=python | --agent=node) AGENT_KIND="${arg#--agent=}" ;;
+      livekit | relay | worker | agent) [[ "$command" == restart ]] && NAMES+=("$arg") || die "start: unknown option $arg (only --agent [python|node])" ;;
+      *)
+        [[ "$command" == restart ]] && die "restart: $arg is not one of livekit, relay, worker, agent (or --agent [python|node])"
+        die "start: unknown option $arg (only --agent [python|node])"
+        ;;
     esac
   done
+}
+
+cmd_start() {
+  read_args start "$@"
+  local agent_kind="$AGENT_KIND"
   mkdir -p "$RUN_DIR"
   ensure_env
   need curl "Install curl (apt-get install -y curl)."
@@ -113,20 +127,8 @@ cmd_start() {
 # LiveKit server only when its configuration changed or it is not running, since restarting it
 # ends every voice room (and waits for their participants).
 cmd_restart() {
-  local names=() name agent_asked=""
-  while (($#)); do
-    name="$1"
-    shift
-    case "$name" in
-      livekit | relay | worker | agent) names+=("$name") ;;
-      --agent)
-        agent_asked=python
-        if [[ "${1:-}" == python || "${1:-}" == node ]]; then agent_asked="$1"; shift; fi
-        ;;
-      --agent=python | --agent=node) agent_asked="${name#--agent=}" ;;
-      *) die "restart: $name is not one of livekit, relay, worker, agent (or --agent [python|node])" ;;
-    esac
-  done
+  read_args restart "$@"
+  local names=("${NAMES[@]}") name agent_asked="$AGENT_KIND"
   mkdir -p "$RUN_DIR"
   ensure_env
   need curl "Install curl (apt-get install -y curl)."

@@ -6,7 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { startRelay, within, sleep } from '../harness/index.mjs';
-import { launch, shot as screenshot, accessibilityProblems, pageWithoutMicrophoneApi } from './browser.mjs';
+import { launch, journey, pageWithoutMicrophoneApi } from './browser.mjs';
 
 let relay;
 let context;
@@ -14,13 +14,7 @@ let page;
 let apiKey;
 const pageErrors = [];
 // Every state the journey screenshots is also scanned with axe-core (reports in test-logs/axe/).
-const scanned = [];
-const a11y = [];
-async function shot(p, name) {
-  await screenshot(p, name);
-  scanned.push(name);
-  for (const v of await accessibilityProblems(p, name)) a11y.push({ state: name, ...v });
-}
+const { shot, scanned, a11y } = journey();
 
 before(async () => {
   relay = await startRelay({ LIVEKIT_URL: 'ws://127.0.0.1:9' }, { name: 'relay-browser' });

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use relay_wire::TOOL_FIELDS;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -35,16 +36,6 @@ pub fn is_mode_id(id: &str) -> bool {
 
 /// The fields a mode may have.
 const MODE_FIELDS: [&str; 4] = ["id", "instructions", "next", "nested"];
-/// The fields a tool may have.
-const TOOL_FIELDS: [&str; 7] = [
-    "name",
-    "description",
-    "parameters",
-    "outputSchema",
-    "awaitResult",
-    "timeoutMs",
-    "modes",
-];
 
 struct Checker<'d, 'a> {
     doc: &'d Document<'a>,

@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startRelay, startLivekit, livekitBin, freePort, secret, logDir } from '../../harness/index.mjs';
-import { launch, shot as screenshot, accessibilityProblems } from '../browser.mjs';
+import { launch, journey } from '../browser.mjs';
 
 /** The namespace's address (scripts/netns.sh): LiveKit's ICE candidates are on it. */
 const NODE_IP = '10.213.0.1';
@@ -27,13 +27,7 @@ let livekit;
 let context;
 let page;
 const pageErrors = [];
-const scanned = [];
-const a11y = [];
-async function shot(p, name) {
-  await screenshot(p, name);
-  scanned.push(name);
-  for (const v of await accessibilityProblems(p, name)) a11y.push({ state: name, ...v });
-}
+const { shot, scanned, a11y } = journey();
 
 before(async () => {
   const inNamespace = Object.values(networkInterfaces()).flat().some((a) => a?.address === NODE_IP);
