@@ -275,7 +275,27 @@ fn check_tools(
             p
         };
         let unknown_before = c.problems.len();
-        let raw = c.known_fields(&at(&[]), raw, &TOOL_FIELDS, "tool");
+        let mut raw = c.known_fields(&at(&[]), raw, &TOOL_FIELDS, "tool");
+        // Each missing field is named, and stands in so that the rest of the tool is checked
+        // too (the tool is refused for what is missing).
+        if let Some(object) = raw.as_object_mut() {
+            let stand_ins = [
+                ("name", Value::String(format!("tool{i}"))),
+                ("description", Value::String("-".into())),
+                ("parameters", serde_json::json!({"type": "object"})),
+            ];
+            for (name, stand_in) in stand_ins {
+                if !object.contains_key(name) {
+                    c.at(
+                        &at(&[]),
+                        format!(
+                            "has no {name} (a tool needs a name, a description and parameters)"
+                        ),
+                    );
+                    object.insert(name.to_owned(), stand_in);
+                }
+            }
+        }
         let spec: ToolSpec = match serde_json::from_value(raw) {
             Ok(spec) => spec,
             Err(e) => {

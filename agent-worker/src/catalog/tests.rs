@@ -282,6 +282,25 @@ fn every_unknown_field_is_named_and_problems_come_in_the_files_order() {
     );
     let lines: Vec<usize> = problems.iter().map(|p| p.place.line.unwrap().0).collect();
     assert_eq!(lines, [4, 5, 9, 10], "{listed:#?}");
+
+    // What is missing is named, and the rest of the tool is checked all the same.
+    let problems = Catalog::parse("app.json", r#"{"tools": [{"name": "x y"}]}"#).unwrap_err();
+    let messages: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(messages.len(), 3, "{messages:#?}");
+    assert!(
+        messages[0].ends_with(
+            "tools[0]: has no description (a tool needs a name, a description and parameters)"
+        ),
+        "{messages:#?}"
+    );
+    assert!(
+        messages[1].contains("tools[0]: has no parameters"),
+        "{messages:#?}"
+    );
+    assert!(
+        messages[2].contains("tools[0].name: \"x y\" is not a tool name"),
+        "{messages:#?}"
+    );
 }
 
 #[test]
