@@ -258,13 +258,13 @@ await nodeTests('e2e-redis-cluster', join(ROOT, 'e2e'),
 say('== voice UI cores (web/test/ui: the React cores in Node)');
 await nodeTests('web-ui', join(ROOT, 'web'), ['test/ui/']);
 
-say('== voice room tests (LiveKit server, relay, worker, the Python and the Node reference agent, Chromium; in a network namespace)');
+say('== voice room tests (LiveKit server, relay, worker, the Python and the Node reference agent, Chromium; in a network namespace), and the demo page in a room no agent joins (browser/room/)');
 await lib('ensure_livekit');
 if (process.getuid?.() !== 0) {
   say('!! the voice room test needs root for its network namespace (ip netns); counted as failed');
   runner('voice', [report('voice.xml')], 1);
 } else {
-  await nodeTests('voice', join(ROOT, 'e2e'), ['--test-concurrency=1', 'voice/'],
+  await nodeTests('voice', join(ROOT, 'e2e'), ['--test-concurrency=1', 'voice/', 'browser/room/'],
     { ...BINS, TEST_LOG_DIR: LOGS, CHROMIUM_PATH: CHROMIUM, VA_TOOLS_DIR: TOOLS, PYTHONPATH }, [join(ROOT, 'scripts/netns.sh')]);
 }
 

@@ -225,7 +225,10 @@ impl Worker {
             .call(token, key, name, Some(args), &options)
             .await?;
         let value = match ok.result {
-            Some(result) if tool.spec.await_result => result,
+            Some(result) if tool.spec.await_result => {
+                tool.check_answer(&result)?;
+                result
+            }
             _ => json!({"success": true}),
         };
         Ok((value, tool.spec.output_schema.clone()))

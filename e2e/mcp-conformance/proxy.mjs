@@ -1,4 +1,4 @@
-// Adds the worker's two headers (the agent secret as a Bearer credential, the tab's key in
+// Adds the worker's two headers (a session token for the tab's key as a Bearer credential, the key in
 // X-Voice-Agent-Key) to every request on its way to the worker's /mcp: the conformance suite
 // cannot send headers of its own. Everything else passes through as it came, the Host header
 // too (the suite checks that the worker refuses foreign hosts), and responses stream back as

@@ -90,6 +90,22 @@ test('what a tab on node A handles shapes the offer an agent gets through node B
   tab.close();
 });
 
+test('a call that is not awaited, through node B, to a tool the tab on node A declared it does not handle, is no_handler', async () => {
+  const { tab, apiKey } = await A.boundTab();
+  const sent = await B.call({ apiKey, toolName: 'PlayJingle', params: {} });
+  assert.equal(sent.status, 200, JSON.stringify(sent.body));
+  await tab.next('voice-agent:PlayJingle');
+  await within(5000, tab.socket.emitWithAck('voice-agent:handles', { tools: ['ShowScores'] }), 'the handles ack');
+  const refused = await B.call({ apiKey, toolName: 'PlayJingle', params: {} });
+  assert.equal(refused.status, 502, JSON.stringify(refused.body));
+  assert.equal(refused.body.error.code, 'no_handler');
+  const handled = await B.call({ apiKey, toolName: 'ShowScores', params: {} });
+  assert.equal(handled.status, 200, JSON.stringify(handled.body));
+  await tab.next('voice-agent:ShowScores');
+  assert.equal(tab.received('voice-agent:PlayJingle').length, 1, 'the refused call never reached the tab');
+  tab.close();
+});
+
 test('a mode moved through node B reaches the tab on node A, and the mode\'s tool reaches it too', async () => {
   const { tab, apiKey } = await A.boundTab();
   await within(5000, tab.socket.emitWithAck('voice-agent:handles', { tools: ['ShowQuestion', 'ShowScores'] }), 'the handles ack');

@@ -42,6 +42,27 @@ test('a declaration is acknowledged with its revision and shown in the key state
   tab.close();
 });
 
+test('a call that is not awaited, to a tool the tab declared it does not handle, is no_handler and never sent', async () => {
+  const { tab, apiKey } = await relay.boundTab();
+  // Never declared: the tab counts as handling every tool.
+  const before = await relay.call({ apiKey, toolName: 'zoom', params: {} });
+  assert.equal(before.status, 200, JSON.stringify(before.body));
+  await tab.next('voice-agent:zoom');
+  assert.deepEqual(await declare(tab, { tools: ['CreateDiagram'] }), { ok: true, revision: 1 });
+  const refused = await relay.call({ apiKey, toolName: 'zoom', params: {} });
+  assert.equal(refused.status, 502, JSON.stringify(refused.body));
+  assert.equal(refused.body.ok, false);
+  assert.equal(refused.body.error.code, 'no_handler');
+  assert.match(refused.body.error.message, /zoom is not among them/);
+  assert.match(refused.body.callId, /^c_/);
+  const handled = await relay.call({ apiKey, toolName: 'CreateDiagram', params: { title: 't' } });
+  assert.equal(handled.status, 200, JSON.stringify(handled.body));
+  await tab.next('voice-agent:CreateDiagram');
+  await sleep(100);
+  assert.equal(tab.received('voice-agent:zoom').length, 1, 'the refused call never reached the tab');
+  tab.close();
+});
+
 test('a declaration the relay refuses names what is wrong; an unbound socket may not declare', async () => {
   const unbound = relay.tab();
   await unbound.connected();
@@ -206,5 +227,8 @@ test('the browser client declares on bind and on each handler change, coalesced,
     await sleep(20);
   }
   assert.deepEqual(answers.at(-1), { ok: true, revision }, 'declared again; the same set keeps the revision');
+  // The mode was forgotten with the connection and told again on the bind.
+  while (client.mode !== 'reading' && Date.now() < deadline) await sleep(20);
+  assert.deepEqual(modes, ['reading', null, 'reading']);
   client.stop();
 });

@@ -8,9 +8,9 @@
 // messages are signed, fresh and taken once. Ending one session leaves the key's others working.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHmac, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { AccessToken } from 'livekit-server-sdk';
-import { LIVEKIT_KEY, secret, sessionKeyEntry, sleep, startRelay, startWorker, strangerKey } from '../harness/index.mjs';
+import { LIVEKIT_KEY, secret, sendVapi, sessionKeyEntry, sleep, startRelay, startWorker, strangerKey, vapiCall } from '../harness/index.mjs';
 import { publicKeyOf, sessionClaims, signToken } from '../harness/tokens.mjs';
 
 const VAPI_SECRET = secret('vapi');
@@ -53,19 +53,13 @@ async function mcp(token, key, message, extra = {}) {
   return { status: res.status, body, session: res.headers.get('mcp-session-id') };
 }
 
-/** A Vapi message as Vapi's HMAC credential signs it (`ts` in seconds, now by default). */
-function signedVapi(body, { key = VAPI_SECRET, ts = Math.floor(Date.now() / 1000) } = {}) {
-  const text = JSON.stringify(body);
-  const signature = createHmac('sha256', key).update(`${ts}.${text}`).digest('hex');
-  return worker.fetch('/vapi/webhook', {
-    method: 'POST', headers: { ...json, 'x-signature': signature, 'x-timestamp': String(ts) }, body: text,
-  });
-}
+/** A Vapi message signed with the worker's `VAPI_SECRET` (or `secret`) at `ts`. */
+const signedVapi = (body, { key = VAPI_SECRET, ts } = {}) => sendVapi(worker, body, { secret: key, ts });
 
 const vapiCalls = (apiKey, agentToken) => ({
   message: {
     type: 'tool-calls',
-    call: { id: `call-${randomBytes(4).toString('hex')}`, assistantOverrides: { variableValues: { apiKey, agentToken } } },
+    call: vapiCall(`call-${randomBytes(4).toString('hex')}`, apiKey, agentToken),
     toolCallList: [{ id: `tc-${randomBytes(6).toString('hex')}`, function: { name: 'OpenPopover', arguments: { message: 'from vapi' } } }],
   },
 });
@@ -304,13 +298,11 @@ test('Vapi: a bad signature, a stale timestamp and a replay are refused; a signe
   const unsigned = await worker.fetch('/vapi/webhook', { method: 'POST', headers: json, body: JSON.stringify(body) });
   assert.equal(unsigned.status, 401);
   // A good one, then the very same message again.
-  const text = JSON.stringify(body);
-  const ts = String(Math.floor(Date.now() / 1000));
-  const headers = { ...json, 'x-timestamp': ts, 'x-signature': createHmac('sha256', VAPI_SECRET).update(`${ts}.${text}`).digest('hex') };
-  const first = await worker.fetch('/vapi/webhook', { method: 'POST', headers, body: text });
+  const ts = Math.floor(Date.now() / 1000);
+  const first = await signedVapi(body, { ts });
   assert.equal(first.status, 200);
   assert.ok(first.body.results[0].result, JSON.stringify(first.body));
-  const replay = await worker.fetch('/vapi/webhook', { method: 'POST', headers, body: text });
+  const replay = await signedVapi(body, { ts });
   assert.equal(replay.status, 401);
   assert.match(replay.body.error.message, /already taken/);
   // Without a session token a call is refused (and with a server's secret in its place too).
@@ -323,7 +315,7 @@ test('Vapi: a bad signature, a stale timestamp and a replay are refused; a signe
 test('Vapi: an end-of-call report ends that call\'s session and no other', async () => {
   const vapiSession = (await relay.requestSession(A.apiKey)).body;
   const other = (await relay.requestSession(A.apiKey)).body;
-  const report = { message: { type: 'end-of-call-report', call: { id: 'c-end', assistantOverrides: { variableValues: { apiKey: A.apiKey, agentToken: vapiSession.token } } } } };
+  const report = { message: { type: 'end-of-call-report', call: vapiCall('c-end', A.apiKey, vapiSession.token) } };
   assert.equal((await signedVapi(report)).status, 200);
   const call = (token) => relay.call({ apiKey: A.apiKey, toolName: 'OpenPopover', params: { message: 'z' } }, { token });
   assert.equal((await call(vapiSession.token)).status, 401, 'its session ended');

@@ -159,6 +159,22 @@ class WorkerFactory:
         return server
 
 
+RMCP_BELOW_WARN = re.compile(
+    r"^\S+\s+(?:TRACE|DEBUG|INFO) [^\n]*?\brmcp(?:::\w+)*: "
+    r'|"level":"(?:TRACE|DEBUG|INFO)"[^\n]*"target":"rmcp',
+    re.M,
+)
+
+
+def assert_plain_log(name: str, text: str) -> None:
+    """A log file is plain text (no terminal colour codes) and holds no rmcp line below warn
+    (its Debug dumps of whole MCP messages)."""
+    assert "\x1b[" not in text, f"the {name} log holds ANSI escape codes"
+    found = RMCP_BELOW_WARN.search(text)
+    shown = found.group(0) if found else ""
+    assert found is None, f"the {name} log holds rmcp's own lines below warn: {shown}"
+
+
 @pytest.fixture
 def workers(stack: Stack, tmp_path: Path) -> Iterator[WorkerFactory]:
     logs = Path(os.environ.get("TEST_LOG_DIR") or tmp_path)
@@ -168,6 +184,7 @@ def workers(stack: Stack, tmp_path: Path) -> Iterator[WorkerFactory]:
     finally:
         for server in factory.started:
             text = server.stop()
+            assert_plain_log(server.name, text)
             for secret in stack.secrets_seen:
                 assert secret not in text, "a worker log holds a whole key, token or secret"
 
@@ -228,6 +245,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     finally:
         texts = {s.name: s.stop() for s in (worker, relay)}
         for name, text in texts.items():
+            assert_plain_log(name, text)
             for secret in stack.secrets_seen:
                 assert secret not in text, f"the {name} log holds a whole key, token or secret"
 

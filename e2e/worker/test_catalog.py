@@ -7,6 +7,7 @@ runs here)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -198,6 +199,48 @@ async def test_a_call_reaches_the_tab_with_the_catalogs_schema_enforced(
         assert event["meta"]["expectsResult"] is True
         assert 4000 < event["meta"]["deadlineMs"] <= 5000
         assert len(tab.tool_events()) == 1, "the invalid call never left the worker"
+
+
+async def test_an_answer_without_the_declared_shape_is_an_error_and_logged_as_one(
+    stack: Stack, workers: WorkerFactory, tmp_path: Path, tab: Tab
+) -> None:
+    # The tab answers {"ok": true}; this tool promises {"id": "..."}.
+    badge = {
+        "name": "ShowBadge",
+        "description": "Show a badge and answer its id.",
+        "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+        "outputSchema": {
+            "type": "object",
+            "properties": {"id": {"type": "string"}},
+            "required": ["id"],
+        },
+        "awaitResult": True,
+        "timeoutMs": 5000,
+    }
+    path = write_catalog(tmp_path / "badge-catalog.json", diagram_catalog(badge))
+    worker = workers.start({"WORKER_CATALOG": str(path)})
+    async with mcp_client(worker.url + "/mcp", stack.token_for(tab.api_key), tab.api_key) as client:
+        result = await client.call_tool("ShowBadge", {})
+        assert result.is_error
+        text = "".join(getattr(p, "text", "") for p in result.content)
+        assert "bad_response" in text and "does not have the declared shape" in text, text
+        assert result.structured_content is None
+    await tab.next("voice-agent:ShowBadge")
+    fp = hashlib.sha256(tab.api_key.encode()).hexdigest()[:8]
+
+    def logged() -> list[str]:
+        return [
+            line
+            for line in worker.log.read_text(errors="replace").splitlines()
+            if "tool call" in line and f"key={fp}" in line and "tool=ShowBadge" in line
+        ]
+
+    # The line reaches the log file a moment after the answer.
+    for _ in range(100):
+        if logged():
+            break
+        await asyncio.sleep(0.05)
+    assert [line.split("outcome=")[-1] for line in logged()] == ["bad_response"], logged()
 
 
 async def test_mode_moves_with_a_nested_mode_and_the_way_back(
@@ -435,7 +478,7 @@ BROKEN: list[tuple[str, Any, str]] = [
                 {"name": "A", "description": "a", "parameters": {"type": "object"}, "timeout": 5}
             ]
         },
-        "unknown field `timeout`",
+        "tools[0].timeout: is not a tool field",
     ),
 ]
 
@@ -494,6 +537,8 @@ def test_check_and_export_of_a_good_catalog(catalog_file: Path) -> None:
         )
         assert out.returncode == 0, out
         tools = json.loads(out.stdout)
-        assert len(tools) == 2, (fmt, tools)
+        # The review mode's tools, then its moves (so the platform's agent can leave it).
+        assert len(tools) == 4, (fmt, tools)
         text = json.dumps(tools)
         assert "SaveDiagram" in text and "ShowHelp" in text and "CreateDiagram" not in text
+        assert "enter_drafting" in text and "enter_help" in text

@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::delivery::Io;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
+use crate::origins::Origins;
 use crate::sessions::Sessions;
 use crate::shutdown::Drain;
 use crate::store::keys::{Keys, LifecycleConfig};
@@ -40,6 +41,8 @@ pub struct App {
     pub io: std::sync::OnceLock<Io>,
     /// Several nodes: the shared state in Redis. `None` on a single node.
     pub cluster: Option<Arc<Cluster>>,
+    /// The browser origins allowed, and the log of refused ones.
+    pub origins: Origins,
     /// SHA-256 of each secret of the worker's credential.
     workers: Vec<[u8; 32]>,
     /// SHA-256 of each secret of the operators' credential.
@@ -135,6 +138,7 @@ impl App {
         let operators = digests(&config.operator_secrets);
         let sessions = Sessions::new(&config.session_keys);
         let binds = BindGate::new(config.bind_concurrency);
+        let origins = Origins::new(&config.allowed_origins);
         Arc::new(App {
             config,
             keys,
@@ -146,6 +150,7 @@ impl App {
             binds,
             io: std::sync::OnceLock::new(),
             cluster,
+            origins,
             workers,
             operators,
             issuers,
@@ -205,22 +210,10 @@ impl App {
         Ok(self.store.take_token(bucket).await?)
     }
 
-    /// Whether a browser `Origin` may open a socket: listed in `RELAY_ALLOWED_ORIGINS` (or `*`),
-    /// or, when that is unset, the relay's own origin.
+    /// Whether a browser `Origin` may open a socket: the relay's own origin, or one listed in
+    /// `RELAY_ALLOWED_ORIGINS` (or `*`); see [`Origins`].
     pub fn origin_allowed(&self, origin: &str, host: Option<&HeaderValue>) -> bool {
-        let origin = origin.trim_end_matches('/');
-        if self.config.allowed_origins.is_empty() {
-            let host = host.and_then(|h| h.to_str().ok()).unwrap_or_default();
-            let bare = origin
-                .strip_prefix("http://")
-                .or_else(|| origin.strip_prefix("https://"))
-                .unwrap_or(origin);
-            return !host.is_empty() && bare.eq_ignore_ascii_case(host);
-        }
-        self.config
-            .allowed_origins
-            .iter()
-            .any(|o| o == "*" || o.eq_ignore_ascii_case(origin))
+        self.origins.allowed(origin, host)
     }
 
     pub(crate) fn cors(&self) -> Option<CorsLayer> {

@@ -18,6 +18,7 @@ pub mod idempotency;
 pub mod membership;
 pub mod metrics;
 pub mod openapi;
+pub mod origins;
 pub mod pages;
 pub mod pubsub;
 pub mod server;

@@ -130,7 +130,11 @@ fn init_tracing(format: LogFormat) {
             filter = filter.add_directive(d);
         }
     }
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // Colours only on a terminal: a log file (scripts/manage.sh's .run/relay.log) stays plain
+    // text that grep finds fields in.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     match format {
         LogFormat::Json => builder.json().flatten_event(true).init(),
         LogFormat::Text => builder.init(),

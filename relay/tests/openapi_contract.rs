@@ -94,12 +94,15 @@ async fn the_document_describes_every_operation_and_the_error_table() {
 
     let expected: Vec<(String, String)> = [
         ("DELETE", "/api/voice-agent/keys/{apiKey}"),
+        ("DELETE", "/api/voice-agent/sessions/{sessionId}"),
         ("GET", "/api/voice-agent/keys/{apiKey}"),
+        ("GET", "/api/voice-agent/session-keys"),
         ("GET", "/healthz"),
         ("GET", "/metrics"),
         ("GET", "/openapi.json"),
         ("GET", "/readyz"),
         ("GET", "/token"),
+        ("POST", "/api/voice-agent/sessions"),
         ("POST", "/api/voice-agent/tool-call"),
         ("POST", "/api/voice-agent/tool-call/cancel"),
         ("POST", "/token"),

@@ -85,8 +85,13 @@ VAPI_SECRET=$(random_hex 32)
 WORKER_AGENT_NAME=voice-relay-agent
 # Development: the demo page defines a tool of its own (set_theme) with its handler, and the
 # worker offers such page tools to agents. Off in every deploy file: a page's text then reaches
-# the agent's model. WORKER_CATALOG names your app's tool catalog (docs/add-a-tool.md).
+# the agent's model.
 WORKER_PAGE_TOOLS=true
+# Your app's tool catalog (docs/add-a-tool.md); the product's own tools when unset.
+#WORKER_CATALOG=/path/to/my-catalog.json
+# Pages on other origins that may use the relay, comma-separated (docs/browser.md); the relay's
+# own pages always may.
+#RELAY_ALLOWED_ORIGINS=http://127.0.0.1:8000
 RUST_LOG=info
 EOF
   chmod 600 "$ENV_FILE"

@@ -44,7 +44,7 @@ yaml_str() { printf "'%s'" "${1//\'/\'\'}"; }
 # holds the API secret): HTTP on 127.0.0.1, one UDP port, no TCP fallback, webhooks to the
 # worker signed with the same key.
 write_livekit_config() {
-  local cfg="$RUN_DIR/livekit.yaml"
+  local cfg="${1:-$RUN_DIR/livekit.yaml}"
   mkdir -p "$RUN_DIR"
   (
     umask 077
@@ -68,6 +68,15 @@ logging:
 YAML
   )
   printf '%s' "$cfg"
+}
+
+# True when the config start would write now differs from the one the running server read.
+livekit_config_changed() {
+  local next="$RUN_DIR/livekit.yaml.next" rc=1
+  write_livekit_config "$next" >/dev/null
+  cmp -s "$next" "$RUN_DIR/livekit.yaml" || rc=0
+  rm -f "$next"
+  return "$rc"
 }
 
 # Refuses settings the local LiveKit server would not run well with; checks the generated config

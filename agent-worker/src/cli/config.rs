@@ -110,7 +110,8 @@ pub enum Command {
     },
     /// Serve LiveKit and Vapi webhooks.
     Serve(ServeArgs),
-    /// Walk a live tab through the default catalog's tools (a scripted demo, not an AI).
+    /// Walk a live tab through the product's tools (a scripted demo, not an AI), moving along
+    /// the catalog's modes as an agent would.
     Demo {
         /// The tab's key (va_…).
         api_key: String,
@@ -191,6 +192,41 @@ pub struct ServeArgs {
     /// reach the agent's model). Off unless set to true.
     #[arg(long, env = "WORKER_PAGE_TOOLS", default_value_t = false, action = clap::ArgAction::Set)]
     pub page_tools: bool,
+}
+
+impl Cli {
+    /// The command line, with a variable set to nothing (`WORKER_CATALOG=` in an env file)
+    /// taken as unset: clap would refuse it as a missing value, before any option is read.
+    pub fn parse_args() -> Cli {
+        use clap::{CommandFactory, FromArgMatches};
+        let matches = without_empty_env(Cli::command()).get_matches();
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+}
+
+/// `command` and its subcommands without the environment variables of the arguments whose
+/// variable is set but empty.
+fn without_empty_env(mut command: clap::Command) -> clap::Command {
+    let empty: Vec<clap::Id> = command
+        .get_arguments()
+        .filter(|a| {
+            a.get_env()
+                .and_then(std::env::var_os)
+                .is_some_and(|v| v.to_string_lossy().trim().is_empty())
+        })
+        .map(|a| a.get_id().clone())
+        .collect();
+    for id in empty {
+        command = command.mut_arg(id, |a| a.env(None));
+    }
+    let subcommands: Vec<String> = command
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .collect();
+    for name in subcommands {
+        command = command.mut_subcommand(name, without_empty_env);
+    }
+    command
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -64,10 +64,28 @@ async fn acting_on(cli: &Cli, api_key: &str) -> Result<(RelayClient, String), Ex
     Ok((client, token))
 }
 
+/// rmcp logs every session, request and notification at `info`, some as whole Debug dumps of
+/// its messages: capped at `warn` whatever `RUST_LOG` says, unless `RUST_LOG` names rmcp itself.
+const RMCP_CAP: &str = "rmcp=warn";
+
 fn init_tracing(json_logs: bool, default: &str) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let asked = std::env::var("RUST_LOG").ok();
+    let mut filter = match asked.as_deref() {
+        Some(asked) if !asked.trim().is_empty() => {
+            EnvFilter::try_new(asked).unwrap_or_else(|_| EnvFilter::new(default))
+        }
+        _ => EnvFilter::new(default),
+    };
+    if !asked.as_deref().unwrap_or_default().contains("rmcp")
+        && let Ok(cap) = RMCP_CAP.parse()
+    {
+        filter = filter.add_directive(cap);
+    }
+    // Colours only on a terminal: a log file (scripts/manage.sh's .run/worker.log) stays plain
+    // text that grep finds fields in.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     if json_logs {
         builder.json().flatten_event(true).init();
@@ -125,7 +143,8 @@ pub async fn run(cli: Cli) -> ExitCode {
                 timeout_ms: *timeout_ms,
                 idempotency_key: None,
             };
-            match catalog.tool(tool_name) {
+            let known = catalog.tool(tool_name);
+            match known {
                 Some(tool) => {
                     let args = params.clone().unwrap_or_else(|| json!({}));
                     if let Err(e) = tool.validate(&args) {
@@ -144,6 +163,13 @@ pub async fn run(cli: Cli) -> ExitCode {
                 .await
             {
                 Ok(ok) => {
+                    // The answer must have the shape the catalog promises, as on every surface.
+                    if let (Some(tool), Some(result)) = (known, &ok.result)
+                        && let Err(mut e) = tool.check_answer(result)
+                    {
+                        e.call_id = Some(ok.call_id.clone());
+                        return fail(&e);
+                    }
                     let mut out = json!({"ok": true, "callId": ok.call_id});
                     if let Some(result) = ok.result {
                         out["result"] = result;
@@ -155,12 +181,18 @@ pub async fn run(cli: Cli) -> ExitCode {
             }
         }
         Command::Demo { api_key } => {
+            let catalog = match catalog(&cli) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
             init_tracing(false, "warn");
             let (client, token) = match acting_on(&cli, api_key).await {
                 Ok(acting) => acting,
                 Err(code) => return code,
             };
-            let worker = Worker::new(client);
+            // The tab's own page tools (the demo page's set_theme) are shown too: the demo runs
+            // against the user's own tab.
+            let worker = Worker::with_catalog(client, catalog, true);
             let mut out = std::io::stdout();
             match demo::run(&worker, api_key, &token, &mut out).await {
                 Ok(_) => ExitCode::SUCCESS,
@@ -183,21 +215,20 @@ pub async fn run(cli: Cli) -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            if let Some(mode) = mode.as_deref()
-                && catalog.mode(mode).is_none()
-            {
-                return config_error(format!("{} has no mode {mode:?}", catalog.source()));
-            }
             let target = Target {
                 mode: mode.as_deref(),
                 worker_url: worker_url.as_deref(),
             };
-            let tools = export::export(&catalog, *format, &target);
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&tools).unwrap_or_default()
-            );
-            ExitCode::SUCCESS
+            match export::export(&catalog, *format, &target) {
+                Ok(tools) => {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&tools).unwrap_or_default()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => config_error(e),
+            }
         }
         Command::CheckConfig(serve_args) => {
             if let Err(e) = ServeConfig::from_args(&cli.relay, serve_args) {
@@ -223,8 +254,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            // rmcp logs every session and notification at info: warnings are enough here.
-            init_tracing(config.json_logs, "info,rmcp=warn");
+            init_tracing(config.json_logs, "info");
             match serve::run(&cli, config, catalog).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

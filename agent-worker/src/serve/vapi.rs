@@ -204,7 +204,8 @@ pub(crate) async fn vapi_webhook(
         let outcome = match (&agent, call.arguments) {
             (Err(e), _) => Err(e.clone()),
             (_, Err(e)) => Err(ToolError::new(Code::InvalidArguments, e)),
-            // Vapi's tool-call id names the call: a redelivered webhook emits nothing twice.
+            // Vapi's tool-call id names the call: a redelivered webhook emits nothing twice. A
+            // mode move (the exported `enter_<mode>` tools) changes the session's mode.
             (Ok(agent), Ok(args)) => {
                 let is_move = Move::of(&call.name).is_some()
                     && state.worker.catalog.current().tool(&call.name).is_none();
@@ -215,7 +216,7 @@ pub(crate) async fn vapi_webhook(
                             (!call.id.is_empty()).then(|| format!("vapi-{}", call.id));
                         state
                             .worker
-                            .run_tool_with(
+                            .agent_call_with(
                                 &agent.key,
                                 agent.token.expose(),
                                 &call.name,
@@ -223,7 +224,7 @@ pub(crate) async fn vapi_webhook(
                                 idempotency_key,
                             )
                             .await
-                            .map(|(value, _)| value)
+                            .result
                     }
                 }
             }

@@ -70,14 +70,12 @@ impl Sessions {
         let ms = took.as_millis() as u64;
         let mode = self.mode(key);
         let mode = mode.as_deref().unwrap_or("-");
-        match outcome {
-            Ok(()) => {
-                tracing::info!(key = %Fp(key), tool, mode, duration_ms = ms, outcome = "ok", "tool call")
-            }
-            Err(e) => {
-                tracing::info!(key = %Fp(key), tool, mode, duration_ms = ms, outcome = %e.code, "tool call")
-            }
-        }
+        // Displayed, not quoted: `grep 'tool=CreateDiagram'` finds the line.
+        let result = match outcome {
+            Ok(()) => "ok",
+            Err(e) => e.code.as_str(),
+        };
+        tracing::info!(key = %Fp(key), tool = %tool, mode = %mode, duration_ms = ms, outcome = %result, "tool call");
         if let Some(session) = self.get(key) {
             let mut state = lock(&session.state);
             let stats = state.tools.entry(tool.to_owned()).or_default();

@@ -88,6 +88,11 @@ impl Session {
     }
 }
 
+/// How long the relay is told a session's mode again while it does not know the key (its tab
+/// binds again after the relay restarted), and how often.
+const TELL_RETRY: Duration = Duration::from_secs(30);
+const TELL_AGAIN: Duration = Duration::from_millis(500);
+
 /// How long a session that ended with its participant leaving is remembered: an agent that goes
 /// on calling for that key meanwhile gets `unknown_key` instead of a fresh session.
 const ENDED_KEEP: Duration = Duration::from_secs(10 * 60);
@@ -391,27 +396,62 @@ impl Sessions {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let session = session.clone();
-        let client = self.client.clone();
-        runtime.spawn(async move {
-            let mut told = session.told_mode.lock().await;
-            let mode = session.stack().active().to_owned();
-            if told.as_deref() == Some(mode.as_str()) || session.closed.is_cancelled() {
+        runtime.spawn(tell(session.clone(), self.client.clone()));
+    }
+
+    /// Tells the relay `key`'s mode now, if it was not told yet, and returns once it is (or
+    /// could not be): for a script that must not end before its tab shows where it got to.
+    pub async fn mode_told(&self, key: &str) {
+        if let Some(session) = self.get(key).filter(|s| s.enforce_modes) {
+            tell(session, self.client.clone()).await;
+        }
+    }
+}
+
+/// Whether telling the mode may work a moment later: the relay does not know the key yet (its
+/// tab has not bound since the relay started), or the relay cannot be reached or is draining.
+fn not_yet(e: &crate::error::ToolError) -> bool {
+    use relay_wire::ErrorCode;
+    e.is(ErrorCode::UnknownKey)
+        || e.is(ErrorCode::ShuttingDown)
+        || e.is(ErrorCode::Unavailable)
+        || e.code == crate::error::Code::RelayUnreachable
+}
+
+/// Tells the relay the session's current mode unless it was told already. A relay that
+/// restarted knows the key again only once its tab binds anew (within seconds), and may itself
+/// come up after the worker: until then (unknown_key, unreachable) the mode is told again, for
+/// [`TELL_RETRY`].
+async fn tell(session: Arc<Session>, client: RelayClient) {
+    let mut told = session.told_mode.lock().await;
+    let until = Instant::now() + TELL_RETRY;
+    loop {
+        let mode = session.stack().active().to_owned();
+        if told.as_deref() == Some(mode.as_str()) || session.closed.is_cancelled() {
+            return;
+        }
+        match client.set_mode(&session.key, &mode).await {
+            Ok(notified) => {
+                tracing::debug!(key = %Fp(&session.key), mode, tab_notified = notified, "mode told to the relay");
+                *told = Some(mode);
                 return;
             }
-            match client.set_mode(&session.key, &mode).await {
-                Ok(notified) => {
-                    tracing::debug!(key = %Fp(&session.key), mode, tab_notified = notified, "mode told to the relay");
-                    *told = Some(mode);
-                }
-                Err(e) if e.is(relay_wire::ErrorCode::UnknownKey) => {
-                    tracing::debug!(key = %Fp(&session.key), "mode not told: the relay does not know the key")
-                }
-                Err(e) => {
-                    tracing::warn!(key = %Fp(&session.key), cause = %e, "mode not told to the relay")
+            Err(e) if not_yet(&e) && Instant::now() < until => {
+                tracing::debug!(key = %Fp(&session.key), cause = %e, "mode not told yet");
+                tokio::select! {
+                    _ = session.closed.cancelled() => return,
+                    _ = tokio::time::sleep(TELL_AGAIN) => {}
                 }
             }
-        });
+            Err(e) if not_yet(&e) => {
+                tracing::info!(key = %Fp(&session.key), mode, cause = %e, "mode not told within {} s", TELL_RETRY.as_secs());
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(key = %Fp(&session.key), cause = %e, "mode not told to the relay");
+                return;
+            }
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! instructions and a revision that changes whenever any of it does.
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::catalog::{Catalog, Mode, Move, Tool};
@@ -46,7 +46,7 @@ pub struct Offer {
 
 /// The parameters of a mode move: none.
 fn no_parameters() -> Value {
-    json!({"type": "object", "properties": {}, "additionalProperties": false})
+    crate::catalog::export::no_parameters()
 }
 
 /// A UI tool as offered.
@@ -65,19 +65,9 @@ pub fn ui_tool(tool: &Tool) -> OfferedTool {
 
 /// A mode move as offered; `target` is the mode it leads to.
 pub fn move_tool(step: Move<'_>, target: &Mode) -> OfferedTool {
-    let description = match step {
-        Move::Enter(_) => format!(
-            "Move the conversation to its {} mode. In that mode: {}",
-            target.id, target.instructions
-        ),
-        Move::Leave(from) => format!(
-            "Leave the {from} mode and return to the {} mode. In that mode: {}",
-            target.id, target.instructions
-        ),
-    };
     OfferedTool {
         name: step.tool_name(),
-        description: description.trim_end().trim_end_matches(':').to_owned(),
+        description: step.description(Some(target)),
         parameters: no_parameters(),
         output_schema: None,
         await_result: false,

@@ -173,6 +173,18 @@ fn tab_timeout() -> ApiError {
     ApiError::new(ErrorCode::Timeout, "the tab did not answer in time")
 }
 
+/// A call that is not awaited, to a tool the tab declared it does not handle: nothing would
+/// run it, and nothing would say so.
+fn not_declared(call: &Call) -> ApiError {
+    ApiError::new(
+        ErrorCode::NoHandler,
+        format!(
+            "the tab declared the tools it handles, and {} is not among them",
+            call.tool_name
+        ),
+    )
+}
+
 fn deadline_passed() -> ApiError {
     ApiError::new(ErrorCode::Timeout, "the call's timeout passed")
 }

@@ -3,7 +3,7 @@
 
 use tokio::time::Instant;
 
-use super::{Call, SETTLE, Step, interpret, prepare, stopped, tab_timeout};
+use super::{Call, SETTLE, Step, interpret, not_declared, prepare, stopped, tab_timeout};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::store::track::{Moved, RECHECK, Target, Track};
@@ -35,6 +35,15 @@ pub(super) async fn deliver(
     let server = app.server_of(&target.node);
 
     if !call.await_result {
+        // Nothing answers a call that is not awaited: what the tab declared says whether any
+        // handler will run it (one read, for such calls to a tab on another node only).
+        if track
+            .declared()
+            .await?
+            .is_some_and(|joined| !crate::sockets::handles(&joined, call.tool_name.as_str()))
+        {
+            return Ok(Step::Done(Err(not_declared(call))));
+        }
         io.emit_to_room(&room, server, &d.event, &d.args())
             .await
             .map_err(|_| ApiError::unavailable())?;

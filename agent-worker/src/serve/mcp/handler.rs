@@ -135,19 +135,11 @@ async fn announce(
 }
 
 /// The result of a tool that answered: JSON text, and `structuredContent` when the tool
-/// declares an output schema that the answer matches.
-fn answered(output_schema: Option<&Value>, tool: &str, result: Value) -> CallToolResult {
+/// declares an output schema (the worker checked the answer against it already: an answer of
+/// another shape is a `bad_response` failure on every surface).
+fn answered(output_schema: Option<&Value>, result: Value) -> CallToolResult {
     match output_schema {
-        Some(schema) if result.is_object() => {
-            if jsonschema::is_valid(schema, &result) {
-                CallToolResult::structured(result)
-            } else {
-                failed(&ToolError::new(
-                    Code::BadResponse,
-                    format!("the screen's answer to {tool} does not have the declared shape"),
-                ))
-            }
-        }
+        Some(_) if result.is_object() => CallToolResult::structured(result),
         _ => CallToolResult::success(vec![ContentBlock::text(result.to_string())]),
     }
 }
@@ -248,7 +240,7 @@ impl ServerHandler for Handler {
             }
         };
         match outcome.result {
-            Ok(result) => Ok(answered(outcome.output_schema.as_ref(), &name, result).into()),
+            Ok(result) => Ok(answered(outcome.output_schema.as_ref(), result).into()),
             Err(e) if e.code == Code::UnknownTool => Err(McpError::invalid_params(
                 format!("unknown tool: {name}"),
                 Some(json!({"tool": name})),
