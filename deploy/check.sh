@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checks the deploy files with the tools that exist here: hadolint (Dockerfile),
-# kubernetes-validate --strict (manifests), docker-compose config (compose files), haproxy -c,
-# systemd-analyze verify (units), relay check-config (the systemd environment example), and that
-# no file runs the token service open. Python tools come from a project-local venv when missing.
+# kubernetes-validate --strict (manifests), docker-compose config (compose files, with the example
+# env file), haproxy -c, systemd-analyze verify and security (units), relay and agent-worker
+# check-config (the systemd environment examples), and that no file runs the token service open.
+# Python tools come from a project-local venv when missing.
 # Building the image and running the stacks and the manifests is e2e/deploy/'s (podman).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -54,7 +55,23 @@ for unit in "$ROOT"/deploy/systemd/*.service; do
 done
 systemd-analyze verify "$units"/*.service
 
+# The sandbox options, scored by systemd itself (0 = fully sandboxed, 10 = none; "OK" is < 2.5).
+echo "-- systemd-analyze security --offline --threshold=25 deploy/systemd"
+for unit in "$units"/*.service; do
+  systemd-analyze security --offline=true --threshold=25 --no-pager "$unit" | tail -n 1
+done
+
+# Each unit's ExecStartPre on its example environment file.
 echo "-- relay check-config deploy/systemd/relay.env.example"
 env -i PATH="$PATH" bash -c 'set -a; . "$1"; set +a; exec "$2" check-config' _ \
   "$ROOT/deploy/systemd/relay.env.example" "$TARGET/debug/relay"
+echo "-- agent-worker check-config deploy/systemd/worker.env.example"
+env -i PATH="$PATH" bash -c 'set -a; . "$1"; set +a; exec "$2" check-config' _ \
+  "$ROOT/deploy/systemd/worker.env.example" "$TARGET/debug/agent-worker"
+# Every file each unit names exists here or in the repository: its EnvironmentFile's example.
+for unit in "$ROOT"/deploy/systemd/*.service; do
+  env_file="$(sed -n 's#^EnvironmentFile=/etc/voice-relay/##p' "$unit")"
+  [[ -f "$ROOT/deploy/systemd/${env_file%.env}.env.example" ]] ||
+    { echo "$(basename "$unit") reads /etc/voice-relay/$env_file: deploy/systemd/${env_file%.env}.env.example is missing" >&2; exit 1; }
+done
 echo "deploy files: all checks passed"
