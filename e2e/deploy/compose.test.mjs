@@ -2,10 +2,11 @@
 // podman-compose from the local images, then used through its published ports only: /token in
 // the stack's issuer mode (and LiveKit accepts the token), a tab from the official
 // socket.io-client binds, an agent's call through the worker reaches it and the tab's answer
-// comes back; no container's log holds a secret, key or token; `down` leaves nothing behind.
+// comes back; no container's log holds a secret, key or token; `down` leaves nothing behind. A
+// stack whose relay refuses its configuration fails to come up with the relay's own words.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildImage, startComposeStack } from '../harness/index.mjs';
+import { buildImage, podmanOk, stackSecrets, startComposeStack } from '../harness/index.mjs';
 import { drawThroughWorker, issue, openTab, waitOnline } from './smoke.mjs';
 
 let stack;
@@ -66,4 +67,18 @@ test('podman-compose down leaves no container, pod, network or volume', async ()
   downed = true;
   assert.equal(code, 0, out);
   assert.deepEqual(left, { containers: [], pods: [], networks: [], volumes: [] });
+});
+
+test('a stack whose relay exits fails to come up, with the relay\'s last log lines, and leaves nothing behind', async () => {
+  // One secret for two credentials: the relay refuses it at start (exit 64).
+  const secret = stackSecrets().RELAY_AGENT_SECRET;
+  const failed = await startComposeStack('compose.yaml', 'bad', { RELAY_AGENT_SECRET: secret, RELAY_TOKEN_ISSUER_SECRET: secret })
+    .then(() => null, (e) => e);
+  assert.ok(failed, 'the stack came up with a configuration the relay refuses');
+  // Whether podman-compose or the readiness poll saw it first, every container's state is told.
+  assert.match(failed.message, /_relay_1: exited \(exit 64\)/);
+  assert.match(failed.message, /configuration error/);
+  assert.ok(!failed.message.includes(secret), 'the failure does not print the secret');
+  const left = await podmanOk(['ps', '-a', '--format', '{{.Names}}']);
+  assert.ok(!left.includes('vae2ebad'), left);
 });

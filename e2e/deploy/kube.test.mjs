@@ -6,8 +6,9 @@
 // none of them), probes run by a kubelet (the test asks the probe paths from inside each pod;
 // podman turns a liveness probe into a curl health check, and curl is not in the image), the
 // worker reaching the relay by its Service name, rolling updates, more than one replica.
-// podman 4.3 cannot read back a Secret it played (podman issue 16269): the Secret is stored with
-// `podman secret create` in the form kube play reads (a JSON object of base64 values).
+// podman 4.3 stores a Secret it plays from a manifest in a form its own envFrom cannot read back:
+// the Secret is stored with `podman secret create` in the form kube play reads (a JSON object of
+// base64 values).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
