@@ -226,8 +226,11 @@ say('== deploy files');
 await must(join(ROOT, 'deploy/check.sh'), []);
 say('== e2e packages (npm ci in e2e when missing or stale)');
 await lib('e2e_deps');
-say('== container tools for the deploy tests (podman, podman-compose, the debootstrap base, stand-in images)');
-await lib('ensure_containers');
+// The deploy tests run rootful podman (see below); as another user they are counted as failed.
+if (process.getuid?.() === 0) {
+  say('== container tools for the deploy tests (podman, podman-compose, the debootstrap base, stand-in images)');
+  await lib('ensure_containers');
+}
 
 say('== python tests (the agent library; the reference agent; the worker\'s MCP, catalog and agent API tests against the real binaries)');
 await pytest('python-agent', join(ROOT, 'agent-worker/python'), ['tests']);
@@ -290,7 +293,12 @@ await nodeTests('ops', join(ROOT, 'e2e'), ['ops/']);
 
 // After the rest too: the image build compiles release binaries inside the build container.
 say('== deploy (deploy/Dockerfile built by podman, both compose stacks under podman-compose, the Kubernetes manifests under podman kube play)');
-await nodeTests('deploy', join(ROOT, 'e2e'), ['--test-concurrency=1', 'deploy/'], { TEST_LOG_DIR: LOGS, VA_TOOLS_DIR: TOOLS });
+if (process.getuid?.() !== 0) {
+  say('!! the deploy test needs root (rootful podman); counted as failed');
+  runner('deploy', [report('deploy.xml')], 1);
+} else {
+  await nodeTests('deploy', join(ROOT, 'e2e'), ['--test-concurrency=1', 'deploy/'], { TEST_LOG_DIR: LOGS, VA_TOOLS_DIR: TOOLS });
+}
 
 const { passed, failed, lines } = total(runners);
 say('');
