@@ -15,7 +15,7 @@ test('deploy/Dockerfile builds on the local bases; the image is non-root, with i
   assert.equal(image.Config.User, '10001');
   assert.deepEqual(image.Config.Entrypoint, ['relay']);
   // Docker format: the health check is kept (OCI would drop it).
-  const health = image.Config.Healthcheck ?? image.ContainerConfig?.Healthcheck;
+  const health = image.Healthcheck;
   assert.deepEqual(health?.Test, ['CMD', 'relay', 'healthcheck', 'http://127.0.0.1:3001/readyz']);
   assert.deepEqual(image.Config.ExposedPorts, { '3001/tcp': {}, '3002/tcp': {} });
 

@@ -218,8 +218,15 @@ export class ComposeStack {
     return JSON.parse(out || '[]').map((c) => ({ name: c.Names[0], state: c.State, exitCode: c.ExitCode, restarts: c.Restarts ?? 0 }));
   }
 
+  /** A container's last log lines. conmon writes them out after the process ended: a container
+   * that just exited may show none yet, so an empty answer is asked again (bounded). */
   async logs(container, lines = 30) {
-    const r = await podman(['logs', '--tail', String(lines), container]);
+    let r;
+    for (let attempt = 0; attempt < 10; attempt += 1) {
+      r = await podman(['logs', '--tail', String(lines), container]);
+      if (r.out.trim()) break;
+      await sleep(300);
+    }
     return r.out;
   }
 
