@@ -131,7 +131,8 @@ ensure_containers() {
     "$dir/venv/bin/pip" install -q --disable-pip-version-check --cache-dir "$TOOLS_DIR/pip-cache" podman-compose==1.6.0
   fi
   local base=localhost/va-base/debian:bookworm tarball="$dir/debian-bookworm-minbase.tar"
-  if [[ ! -s "$tarball" ]]; then
+  # podman's image store is the machine's: a checkout that finds the base there needs no tarball.
+  if ! podman image exists "$base" && [[ ! -s "$tarball" ]]; then
     local rootfs="$dir/rootfs"
     rm -rf "$rootfs"
     say "making the Debian bookworm base with debootstrap (a minute or more)…"
