@@ -66,11 +66,12 @@ test('relay-a\'s container stopped: the tab re-binds on relay-b through the bala
   const drawsBefore = tab.received('voice-agent:draw_card').length;
   const stopped = Date.now();
   await podmanOk(['stop', '-t', '25', stack.container('relay-a')], { ms: 60000 });
+  const exited = Date.now();
   const states = await stack.states();
   assert.equal(states.find((c) => c.name === stack.container('relay-a')).state, 'exited');
   await eventually(() => logLines(stack, stack.container('relay-b'), 'tab bound', { key: fingerprint }), 'the tab to bind on relay-b', 30000, 250);
   await waitOnline(stack, apiKey);
-  console.log(`# the tab was bound again on relay-b ${((Date.now() - stopped) / 1000).toFixed(1)} s after relay-a was told to stop`);
+  console.log(`# relay-a took ${((exited - stopped) / 1000).toFixed(1)} s to stop; the tab was bound again on relay-b ${((Date.now() - exited) / 1000).toFixed(1)} s later`);
   await drawThroughWorker(stack, apiKey);
   assert.equal(tab.received('voice-agent:draw_card').length, drawsBefore + 1);
 });
