@@ -17,6 +17,7 @@ use crate::client::{CallOptions, ClientConfig, RelayClient};
 use crate::demo;
 use crate::error::{Code, ToolError};
 use config::{CatalogCommand, Cli, CliCredential, Command, EXIT_CONFIG, cli_credential};
+use relay_wire::Secret;
 use relay_wire::session::SessionRequest;
 use serve_config::ServeConfig;
 
@@ -41,27 +42,29 @@ fn catalog(cli: &Cli) -> Result<Catalog, ExitCode> {
 }
 
 /// The relay client of `call` and `demo`, and the session token they act on `api_key` with:
-/// the one given, or one the operators' credential mints for that key alone.
+/// the one given, or one the operators' credential mints for that key alone. The client holds
+/// that token too, so what it reads and sets of the tab (its state, its mode) is what the token
+/// may, and the operators' credential serves only to mint it.
 async fn acting_on(cli: &Cli, api_key: &str) -> Result<(RelayClient, String), ExitCode> {
-    let credential = cli_credential(&cli.relay).map_err(config_error)?;
-    let secret = match &credential {
-        CliCredential::Token(token) | CliCredential::Operator(token) => token.clone(),
-    };
-    let client =
-        RelayClient::new(ClientConfig::new(&cli.relay.relay_url, secret)).map_err(|e| {
+    let client = |credential: Secret| {
+        RelayClient::new(ClientConfig::new(&cli.relay.relay_url, credential)).map_err(|e| {
             eprintln!("agent-worker: {e}");
             ExitCode::FAILURE
-        })?;
-    let token = match credential {
-        CliCredential::Token(token) => token.expose().to_owned(),
-        CliCredential::Operator(_) => {
-            match client.mint_session(&SessionRequest::for_key(api_key)).await {
-                Ok(session) => session.token,
+        })
+    };
+    let token = match cli_credential(&cli.relay).map_err(config_error)? {
+        CliCredential::Token(token) => token,
+        CliCredential::Operator(operator) => {
+            match client(operator)?
+                .mint_session(&SessionRequest::for_key(api_key))
+                .await
+            {
+                Ok(session) => Secret::new(session.token),
                 Err(e) => return Err(fail(&e)),
             }
         }
     };
-    Ok((client, token))
+    Ok((client(token.clone())?, token.expose().to_owned()))
 }
 
 /// rmcp logs every session, request and notification at `info`, some as whole Debug dumps of
