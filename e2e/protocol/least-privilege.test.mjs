@@ -218,6 +218,10 @@ test('scopes and tools narrow a token: another tool or scope is forbidden', asyn
   for (const bad of [{ scope: ['revoke'] }, { tools: ['bad name'] }, { ttlSecs: 0 }, { ttlSecs: 10 ** 9 }]) {
     assert.equal((await relay.requestSession(A.apiKey, bad)).status, 400, JSON.stringify(bad));
   }
+  // Longer than the relay allows (an hour here): the longest it allows.
+  const long = await relay.requestSession(A.apiKey, { ttlSecs: 7200 });
+  assert.equal(long.status, 200, JSON.stringify(long.body));
+  assert.ok(long.body.expiresAt <= Math.floor(Date.now() / 1000) + 3600 + 1, `expiresAt ${long.body.expiresAt}`);
   assert.equal((await relay.requestSession(A.apiKey, {}, { bearer: A.token })).status, 403, 'a session token mints nothing');
   assert.equal((await relay.requestSession(A.apiKey, {}, { bearer: 'not-a-secret-at-all' })).status, 401);
 });

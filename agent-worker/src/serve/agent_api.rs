@@ -63,9 +63,10 @@ pub struct WaitQuery {
     security(("session_token" = [])),
     responses(
         (status = 200, description = "The session's mode, instructions and tools (those the token may use)", body = Offer),
-        (status = 400, description = "`invalid_request`: X-Voice-Agent-Key not a key, or missing while the worker follows no session of the token's key; a bad `after` or `waitMs`", body = ErrorAnswer),
+        (status = 400, description = "`invalid_request`: X-Voice-Agent-Key not a key; a bad `after` or `waitMs`", body = ErrorAnswer),
         (status = 401, description = "`unauthorized`: a missing, forged, expired or foreign session token", body = ErrorAnswer),
         (status = 403, description = "`forbidden`: a token for another key, or without the `list` scope", body = ErrorAnswer),
+        (status = 404, description = "`unknown_key`: no X-Voice-Agent-Key, and the worker follows no session of the token's key", body = ErrorAnswer),
     )
 )]
 pub(crate) async fn list_tools(
@@ -146,9 +147,10 @@ pub struct AgentFailure {
     security(("session_token" = [])),
     responses(
         (status = 200, description = "The tool's outcome and the session's mode", body = AgentAnswer),
-        (status = 400, description = "`invalid_request`: X-Voice-Agent-Key not a key (or missing while the worker follows no session of the token's key), a body that is not a JSON object, a bad Idempotency-Key", body = ErrorAnswer),
+        (status = 400, description = "`invalid_request`: X-Voice-Agent-Key not a key, a body that is not a JSON object, a bad Idempotency-Key", body = ErrorAnswer),
         (status = 401, description = "`unauthorized`: a missing, forged, expired or foreign session token", body = ErrorAnswer),
         (status = 403, description = "`forbidden`: a token for another key; for a tool it may not call (scope `call`, its tool list) or a mode move without the `mode` scope", body = ErrorAnswer),
+        (status = 404, description = "`unknown_key`: no X-Voice-Agent-Key, and the worker follows no session of the token's key", body = ErrorAnswer),
         (status = 413, description = "`payload_too_large`: over 1 MiB", body = ErrorAnswer),
     )
 )]

@@ -171,6 +171,10 @@ fn named_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
         return Ok(None);
     };
     let key = value.to_str().map(str::trim).unwrap_or_default();
+    // An empty header (a proxy that forwards one it has no value for) is no header.
+    if value.is_empty() {
+        return Ok(None);
+    }
     if is_api_key(key) {
         Ok(Some(key.to_owned()))
     } else {
@@ -222,9 +226,14 @@ pub async fn agent(
                 "this session token is for another key",
             ));
         }
+        // Without the header, the key is the one of the session the worker follows for the
+        // token's key; a key it follows no session of is unknown here.
         None => key_of_digest(&grant.key_digest).ok_or_else(|| {
-            ApiError::invalid(
-                "X-Voice-Agent-Key is needed: this worker follows no session of the token's key yet",
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorCode::UnknownKey,
+                "this worker follows no session of the token's key: name the key in \
+                 X-Voice-Agent-Key",
             )
         })?,
     };

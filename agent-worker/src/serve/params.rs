@@ -14,8 +14,12 @@ use crate::session::SessionInfo;
 #[allow(dead_code)]
 pub struct VoiceAgentKey {
     /// The tab's routing key (the session token's key).
-    #[param(rename = "X-Voice-Agent-Key", pattern = "^va_[0-9a-f]{64}$")]
-    key: Option<String>,
+    #[param(
+        rename = "X-Voice-Agent-Key",
+        pattern = "^va_[0-9a-f]{64}$",
+        required = false
+    )]
+    key: String,
 }
 
 /// The headers of a request to `/mcp`. (`Accept` must list both `application/json` and
@@ -25,14 +29,18 @@ pub struct VoiceAgentKey {
 #[allow(dead_code)]
 pub struct McpHeaders {
     /// The tab's routing key (the session token's key).
-    #[param(rename = "X-Voice-Agent-Key", pattern = "^va_[0-9a-f]{64}$")]
-    key: Option<String>,
+    #[param(
+        rename = "X-Voice-Agent-Key",
+        pattern = "^va_[0-9a-f]{64}$",
+        required = false
+    )]
+    key: String,
     /// The MCP session, from the answer to `initialize` (2025-11-25).
-    #[param(rename = "Mcp-Session-Id")]
-    session: Option<String>,
+    #[param(rename = "Mcp-Session-Id", required = false)]
+    session: String,
     /// The negotiated protocol revision.
-    #[param(rename = "MCP-Protocol-Version")]
-    version: Option<String>,
+    #[param(rename = "MCP-Protocol-Version", required = false)]
+    version: String,
 }
 
 /// The headers of a request to `/mcp` within an MCP session (its stream, its close).
@@ -41,14 +49,18 @@ pub struct McpHeaders {
 #[allow(dead_code)]
 pub struct McpSessionHeaders {
     /// The tab's routing key (the session token's key).
-    #[param(rename = "X-Voice-Agent-Key", pattern = "^va_[0-9a-f]{64}$")]
-    key: Option<String>,
+    #[param(
+        rename = "X-Voice-Agent-Key",
+        pattern = "^va_[0-9a-f]{64}$",
+        required = false
+    )]
+    key: String,
     /// The MCP session, from the answer to `initialize`.
     #[param(rename = "Mcp-Session-Id")]
     session: String,
     /// The negotiated protocol revision.
-    #[param(rename = "MCP-Protocol-Version")]
-    version: Option<String>,
+    #[param(rename = "MCP-Protocol-Version", required = false)]
+    version: String,
 }
 
 /// A JSON-RPC 2.0 error: every refusal of `/mcp`.

@@ -103,6 +103,10 @@ pub(crate) async fn create_session(
     Ok(response)
 }
 
+/// The longest lifetime a request may name (the document's maximum); the relay's own
+/// `RELAY_SESSION_MAX_TTL_SECS` shortens it further.
+const MAX_ASKED_TTL_SECS: u64 = 86_400;
+
 /// Checks what a session is asked for; `None` fields take their defaults.
 pub(crate) fn mint_request(
     app: &App,
@@ -112,12 +116,12 @@ pub(crate) fn mint_request(
     room: Option<String>,
     identity: Option<String>,
 ) -> Result<Mint, ApiError> {
+    // Asked for longer than the deployment allows: the longest it allows (the answer's
+    // expiresAt says when the token ends, as it does when the tab's token ends first).
     let max = app.config.session_max_ttl.as_secs();
-    if let Some(ttl) = ttl_secs
-        && !(1..=max).contains(&ttl)
-    {
+    if ttl_secs.is_some_and(|t| !(1..=MAX_ASKED_TTL_SECS).contains(&t)) {
         return Err(ApiError::invalid(format!(
-            "ttlSecs must be from 1 to {max}"
+            "ttlSecs is from 1 to {MAX_ASKED_TTL_SECS}"
         )));
     }
     let scopes = match scope {
@@ -147,7 +151,7 @@ pub(crate) fn mint_request(
     };
     Ok(Mint {
         ttl: Some(Duration::from_secs(
-            ttl_secs.unwrap_or(DEFAULT_SESSION_TTL_SECS.min(max)),
+            ttl_secs.unwrap_or(DEFAULT_SESSION_TTL_SECS).min(max),
         )),
         scopes,
         tools,

@@ -97,7 +97,11 @@ pub struct ToolCallRequest {
     pub await_result: bool,
     /// How long the call may take, milliseconds (default 15000, at most the relay's
     /// `RELAY_MAX_TIMEOUT_MS`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::whole::optional"
+    )]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 120_000))]
     pub timeout_ms: Option<u64>,
 }

@@ -13,6 +13,7 @@ mod secret;
 pub mod session;
 #[cfg(test)]
 mod tests;
+mod whole;
 
 pub use answer::*;
 pub use bodies::*;

@@ -418,6 +418,35 @@ impl GrantCache {
     }
 }
 
+/// A scope's name, as `POST /api/voice-agent/sessions` takes it (the document's form of
+/// [`Scope`]).
+#[cfg(feature = "openapi")]
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+pub enum ScopeName {
+    List,
+    Call,
+    Mode,
+    Status,
+}
+
+/// A tool's name, as a session's `tools` lists it.
+#[cfg(feature = "openapi")]
+pub struct ToolNameSchema;
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for ToolNameSchema {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .pattern(Some("^[A-Za-z][A-Za-z0-9_-]{0,63}$"))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for ToolNameSchema {}
+
 /// `POST /api/voice-agent/sessions` body: a session token for one key.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -426,24 +455,42 @@ pub struct SessionRequest {
     /// The tab's routing key.
     #[cfg_attr(feature = "openapi", schema(pattern = "^va_[0-9a-f]{64}$"))]
     pub api_key: String,
-    /// Lifetime in seconds (default 3600); never beyond the tab's own token.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Lifetime in seconds (default 3600, at most the relay's `RELAY_SESSION_MAX_TTL_SECS`);
+    /// never beyond the tab's own token.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::whole::optional"
+    )]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 86400))]
     pub ttl_secs: Option<u64>,
-    /// The only tools the session may call (default: any).
+    /// The only tools the session may call (default: any; empty: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(max_items = 64))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_items = 64, value_type = Option<Vec<ToolNameSchema>>)
+    )]
     pub tools: Option<Vec<String>>,
     /// What the session may do: `list`, `call`, `mode`, `status` (default: all four).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_items = 1, value_type = Option<Vec<ScopeName>>)
+    )]
     pub scope: Option<Vec<String>>,
     /// The LiveKit room of the key's tab, when the caller knows it (carried in the token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(max_length = 64))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_length = 64, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+    )]
     pub room_name: Option<String>,
     /// The LiveKit identity of the key's user, when the caller knows it (carried in the token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(max_length = 128))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_length = 128, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+    )]
     pub identity: Option<String>,
 }
 

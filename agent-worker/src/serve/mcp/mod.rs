@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use relay_wire::session::Scope;
 
+use super::error::ApiError;
 use super::state::ServeState;
 pub use config::McpConfig;
 pub use handler::Handler;
@@ -148,7 +149,23 @@ async fn guard(State(state): State<Arc<ServeState>>, mut request: Request, next:
             .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
         return response;
     }
+    // A stream or a close names the session it is for: without one it is malformed (after the
+    // credential, before the key is looked for).
+    let method = request.method().clone();
+    let no_session = method != Method::POST && !request.headers().contains_key(SESSION_ID);
     let agent = match state.agent(request.headers()).await {
+        Ok(_)
+        | Err(ApiError {
+            status: StatusCode::NOT_FOUND,
+            ..
+        }) if no_session => {
+            return refusal(
+                request,
+                StatusCode::BAD_REQUEST,
+                "Bad Request: Mcp-Session-Id is required on GET and DELETE",
+            )
+            .await;
+        }
         Ok(agent) => agent,
         Err(err) => {
             let status = err.status;
@@ -179,7 +196,7 @@ async fn guard(State(state): State<Arc<ServeState>>, mut request: Request, next:
         )
         .await;
     }
-    let closing = request.method() == Method::DELETE;
+    let closing = method == Method::DELETE;
     request.extensions_mut().insert(agent.clone());
     let response = next.run(request).await;
     match &session {

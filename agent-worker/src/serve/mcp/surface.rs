@@ -24,11 +24,11 @@ use crate::serve::params::{JsonRpcError, McpHeaders, McpSessionHeaders};
                 (String = "text/event-stream"),
             )),
         (status = 202, description = "A notification or a response, accepted"),
-        (status = 400, description = "X-Voice-Agent-Key not a key (or missing while the worker follows no session of the token's key); not a JSON-RPC message (-32700); a request other than `initialize` without `Mcp-Session-Id`; a header that contradicts the message", body = JsonRpcError),
+        (status = 400, description = "X-Voice-Agent-Key not a key; not a JSON-RPC message (-32700); a request other than `initialize` without `Mcp-Session-Id`; a header that contradicts the message", body = JsonRpcError),
         (status = 401, description = "A missing, forged, expired or foreign session token", body = JsonRpcError,
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
         (status = 403, description = "A session token for another key or without the `list` scope; a `Host` or `Origin` that is not allowed", body = JsonRpcError),
-        (status = 404, description = "An unknown or closed MCP session, or one another session token opened; an unknown method", body = JsonRpcError),
+        (status = 404, description = "An unknown or closed MCP session, or one another session token opened; an unknown method; no X-Voice-Agent-Key while the worker follows no session of the token's key", body = JsonRpcError),
         (status = 406, description = "`Accept` lacks application/json or text/event-stream", body = JsonRpcError),
         (status = 405, description = "A method other than GET, POST and DELETE", body = JsonRpcError,
             headers(("Allow" = String, description = "`GET, POST, DELETE`"))),
@@ -53,7 +53,7 @@ fn post() {}
         (status = 401, description = "A missing, forged, expired or foreign session token", body = JsonRpcError,
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
         (status = 403, description = "A session token for another key or without the `list` scope; a `Host` or `Origin` that is not allowed", body = JsonRpcError),
-        (status = 404, description = "An unknown or closed MCP session, or one another session token opened", body = JsonRpcError),
+        (status = 404, description = "An unknown or closed MCP session, or one another session token opened; no X-Voice-Agent-Key while the worker follows no session of the token's key", body = JsonRpcError),
         (status = 406, description = "`Accept` lacks text/event-stream", body = JsonRpcError),
         (status = 409, description = "The session already has its stream open", body = JsonRpcError),
     )
@@ -77,7 +77,7 @@ fn get() {}
         (status = 401, description = "A missing, forged, expired or foreign session token", body = JsonRpcError,
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
         (status = 403, description = "A session token for another key or without the `list` scope; a `Host` or `Origin` that is not allowed", body = JsonRpcError),
-        (status = 404, description = "An unknown or closed MCP session, or one another session token opened", body = JsonRpcError),
+        (status = 404, description = "An unknown or closed MCP session, or one another session token opened; no X-Voice-Agent-Key while the worker follows no session of the token's key", body = JsonRpcError),
     )
 )]
 #[allow(dead_code)]
