@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Checks the deploy files with the tools that exist here: hadolint (Dockerfile),
-# kubernetes-validate --strict (manifests), docker-compose config (compose files, the
-# observability profile included), promtool (Prometheus config, alert rules), haproxy -c,
-# systemd-analyze verify (units), relay check-config (the systemd environment example), and that
-# no file runs the token service open. Python tools come from a project-local venv when missing.
-# What cannot be checked on a machine without a container engine: building and running the image.
+# kubernetes-validate --strict (manifests), docker-compose config (compose files, with the example
+# env file, the observability profile included), promtool (Prometheus config, alert rules),
+# haproxy -c, systemd-analyze verify and security (units), relay and agent-worker check-config
+# (the systemd environment examples), and that no file runs the token service open.
+# Python tools come from a project-local venv when missing.
+# Building the image and running the stacks and the manifests is e2e/deploy/'s (podman).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TOOLS="$ROOT/.run/tools"
@@ -26,16 +27,14 @@ echo "-- hadolint deploy/Dockerfile"
 echo "-- kubernetes-validate --strict deploy/k8s"
 "$(py_tool kubernetes-validate kubernetes-validate)" --strict --quiet "$ROOT"/deploy/k8s/*.yaml
 
-echo "-- docker-compose config deploy/compose.yaml (and its observability profile)"
 command -v docker-compose >/dev/null 2>&1 || { echo "docker-compose is missing: apt-get install -y docker-compose" >&2; exit 1; }
-LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=check RELAY_AGENT_SECRET=check RELAY_TOKEN_ISSUER_SECRET=check \
-  docker-compose -f "$ROOT/deploy/compose.yaml" config -q
-LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=check RELAY_AGENT_SECRET=check RELAY_TOKEN_ISSUER_SECRET=check \
-  docker-compose -f "$ROOT/deploy/compose.yaml" --profile observability config -q
-
-echo "-- docker-compose config deploy/compose.cluster.yaml"
-LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=check RELAY_AGENT_SECRET=check RELAY_TOKEN_ISSUER_SECRET=check \
-  docker-compose -f "$ROOT/deploy/compose.cluster.yaml" config -q
+for stack in compose.yaml compose.cluster.yaml; do
+  # With the example env file, which must hold every value the stack requires.
+  echo "-- docker-compose config deploy/$stack (env: deploy/stack.env.example)"
+  docker-compose --env-file "$ROOT/deploy/stack.env.example" -f "$ROOT/deploy/$stack" config -q
+done
+echo "-- docker-compose config deploy/compose.yaml --profile observability"
+docker-compose --env-file "$ROOT/deploy/stack.env.example" -f "$ROOT/deploy/compose.yaml" --profile observability config -q
 
 echo "-- no deploy file runs the token service open, or binds bare keys"
 if grep -rnE --exclude=check.sh 'RELAY_TOKEN_MODE[=:][[:space:]]*"?open|RELAY_ALLOW_BARE_KEYS[=:][[:space:]]*"?(true|1|yes|on)' "$ROOT/deploy"; then
@@ -52,7 +51,7 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["panels"] 
 echo "-- haproxy -c deploy/haproxy.cfg"
 command -v haproxy >/dev/null 2>&1 || { echo "haproxy is missing: apt-get install -y haproxy" >&2; exit 1; }
 # The relay-a/relay-b names resolve only inside the compose network; that is the one warning.
-haproxy -c -q -f "$ROOT/deploy/haproxy.cfg"
+HAPROXY_MAXCONN=100000 haproxy -c -q -f "$ROOT/deploy/haproxy.cfg"
 
 echo "-- systemd-analyze verify deploy/systemd (binaries from $TARGET/debug)"
 command -v systemd-analyze >/dev/null 2>&1 || { echo "systemd-analyze is missing: apt-get install -y systemd" >&2; exit 1; }
@@ -65,7 +64,40 @@ for unit in "$ROOT"/deploy/systemd/*.service; do
 done
 systemd-analyze verify "$units"/*.service
 
-echo "-- relay check-config deploy/systemd/relay.env.example"
+# The sandbox options, scored by systemd itself (0 = fully sandboxed, 10 = none; "OK" is < 2.5).
+echo "-- systemd-analyze security --offline --threshold=25 deploy/systemd"
+for unit in "$units"/*.service; do
+  systemd-analyze security --offline=true --threshold=25 --no-pager "$unit" | tail -n 1
+done
+
+# Each unit's ExecStartPre on its example environment file. The examples' secrets are
+# placeholders an operator must replace (check-config refuses them as they are); the check fills
+# each with a fresh value of the kind asked for (the signing keys from `relay session-key`), so
+# what is checked is everything else the example sets.
+filled="$(mktemp)"
+trap 'rm -rf "$units" "$filled"' EXIT
+fill_placeholders() {
+  local line
+  while IFS= read -r line; do
+    case "$line" in
+      RELAY_SESSION_KEYS=replace-me*) echo "RELAY_SESSION_KEYS=$("$TARGET/debug/relay" session-key)" ;;
+      *=replace-me*) echo "${line%%=*}=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" ;;
+      *) printf '%s\n' "$line" ;;
+    esac
+  done <"$1" >"$filled"
+}
+echo "-- relay check-config deploy/systemd/relay.env.example (placeholders filled)"
+fill_placeholders "$ROOT/deploy/systemd/relay.env.example"
 env -i PATH="$PATH" bash -c 'set -a; . "$1"; set +a; exec "$2" check-config' _ \
-  "$ROOT/deploy/systemd/relay.env.example" "$TARGET/debug/relay"
+  "$filled" "$TARGET/debug/relay"
+echo "-- agent-worker check-config deploy/systemd/worker.env.example (placeholders filled)"
+fill_placeholders "$ROOT/deploy/systemd/worker.env.example"
+env -i PATH="$PATH" bash -c 'set -a; . "$1"; set +a; exec "$2" check-config' _ \
+  "$filled" "$TARGET/debug/agent-worker"
+# Every file each unit names exists here or in the repository: its EnvironmentFile's example.
+for unit in "$ROOT"/deploy/systemd/*.service; do
+  env_file="$(sed -n 's#^EnvironmentFile=/etc/voice-relay/##p' "$unit")"
+  [[ -f "$ROOT/deploy/systemd/${env_file%.env}.env.example" ]] ||
+    { echo "$(basename "$unit") reads /etc/voice-relay/$env_file: deploy/systemd/${env_file%.env}.env.example is missing" >&2; exit 1; }
+done
 echo "deploy files: all checks passed"

@@ -35,48 +35,54 @@ start_agent() {
   fi
   pid_alive "$RUN_DIR/agent.pid" || printf '%s\n' "$kind" >"$RUN_DIR/agent.kind"
   # Its first start loads LiveKit Agents and its plugins: allow it up to 60 s.
+  # The agent holds no secret of the relay's (it refuses to start with one): each job's
+  # dispatch gives it its user and a session token for that user's key.
   if ! WORKER_URL="${WORKER_URL:-http://$(worker_addr)}" AGENT_HTTP_PORT="${AGENT_HTTP_PORT:-8081}" READY_TRIES=600 \
-      start_proc agent "${cmd[@]}"; then
+      AGENT_NAME="${WORKER_AGENT_NAME:-voice-relay-agent}" \
+      start_proc agent env -u RELAY_WORKER_SECRET -u RELAY_OPERATOR_SECRET -u RELAY_TOKEN_ISSUER_SECRET \
+      -u RELAY_SESSION_KEYS -u VAPI_SECRET "${cmd[@]}"; then
     rm -f "$RUN_DIR/agent.kind"
     say "agent: NOT STARTED: see the reasons above; its models are set in $ENV_FILE ($readme)"
   fi
   return 0
 }
 
-cmd_start() {
-  local agent_kind="" arg
-  while (($#)); do
-    arg="$1"
-    shift
-    case "$arg" in
-      --agent)
-        agent_kind=python
-        if [[ "${1:-}" == python || "${1:-}" == node ]]; then agent_kind="$1"; shift; fi
-        ;;
-      --agent=python | --agent=node) agent_kind="${arg#--agent=}" ;;
-      *) die "start: unknown option $arg (only --agent [python|node])" ;;
-    esac
-  done
-  mkdir -p "$RUN_DIR"
-  ensure_env
-  need curl "Install curl (apt-get install -y curl)."
-  build_release
-  build_web
+# This script as the user can run it from where they are.
+manage_cmd() {
+  if [[ "$PWD" == "$ROOT" ]]; then printf 'scripts/manage.sh'; else printf '%s' "$ROOT/scripts/manage.sh"; fi
+}
+
+# What start would run with, checked without touching what runs: the relay's and the worker's
+# configuration from .env and the environment, the worker's catalog (WORKER_CATALOG) included.
+# Prints every problem (the binaries' own messages) and fails when there is one.
+preflight() {
   load_env
   export RELAY_WEB_DIR="$ROOT/web/dist"
-  "$RELAY_BIN" check-config >/dev/null || die "relay configuration in $ENV_FILE is not valid"
-  "$WORKER_BIN" check-config >/dev/null || die "worker configuration in $ENV_FILE is not valid"
-  start_livekit
-  start_proc relay "$RELAY_BIN" || die "the relay did not start"
-  WORKER_STATE_FILE="${WORKER_STATE_FILE:-$RUN_DIR/worker-sessions.json}" \
-    start_proc worker "$WORKER_BIN" serve || die "the worker did not start"
-  [[ -n "$agent_kind" ]] && start_agent "$agent_kind"
-  local addr; addr="$(relay_addr)"
+  local rc=0
+  if ! "$RELAY_BIN" check-config >/dev/null; then
+    say "manage.sh: the relay's configuration is not valid (above; it is read from $ENV_FILE)" >&2
+    rc=64
+  fi
+  if ! "$WORKER_BIN" check-config >/dev/null; then
+    say "manage.sh: the worker's configuration is not valid (above; it is read from $ENV_FILE and the catalog ${WORKER_CATALOG:-that WORKER_CATALOG names, the default one when unset})" >&2
+    rc=64
+  fi
+  return "$rc"
+}
+
+start_relay() { start_proc relay "$RELAY_BIN"; }
+start_worker() {
+  WORKER_STATE_FILE="${WORKER_STATE_FILE:-$RUN_DIR/worker-sessions.json}" start_proc worker "$WORKER_BIN" serve
+}
+
+# The lines start and restart end with: where the page is, and the commands that drive it.
+print_next_steps() {
+  local addr manage; addr="$(relay_addr)"; manage="$(manage_cmd)"
   say ""
   say "demo page:  http://$addr/  (press Ctrl+K or the headset button to start a session)"
-  say "pop the popover in that tab (its key is shown on the page):"
-  say "  set -a; . $ENV_FILE; set +a; $WORKER_BIN call <va_key> OpenPopover '{\"message\":\"Hello\"}'"
-  say "walk it through every tool: $WORKER_BIN demo <va_key>"
+  say "pop the popover in that tab (its key is under \"Session details\" on the page):"
+  say "  $manage call <va_key> OpenPopover '{\"message\":\"Hello\"}'"
+  say "walk it through every tool: $manage demo <va_key>"
   where_to_look "$addr" "$(addr_of worker)"
 }
 
@@ -90,7 +96,7 @@ where_to_look() {
     livekit_local && [[ "${LIVEKIT_METRICS_PORT:-6789}" != 0 ]] && printf ', http://127.0.0.1:%s/metrics (LiveKit)' "${LIVEKIT_METRICS_PORT:-6789}")"
   say "  readiness:  http://$relay/readyz, http://$worker/readyz (the worker's: the relay reachable)"
   if [[ "${WORKER_DEBUG_PAGE:-false}" == true ]]; then
-    say "  sessions:   http://$worker/debug (their timelines; it asks for RELAY_AGENT_SECRET from $ENV_FILE)"
+    say "  sessions:   http://$worker/debug (their timelines; it asks for RELAY_OPERATOR_SECRET from $ENV_FILE)"
   else
     say "  sessions:   GET http://$worker/sessions and /sessions/<id>/events (WORKER_DEBUG_PAGE=true adds a page)"
   fi
@@ -101,6 +107,124 @@ where_to_look() {
     say "  traces:     off (set OTEL_EXPORTER_OTLP_ENDPOINT in $ENV_FILE to export spans)"
   fi
   say "  dashboards and alerts: deploy/observability/; one call end to end: docs/follow-a-call.md"
+}
+
+# Reads the arguments of start (`start` as $1) or restart (`restart`): --agent [python|node]
+# into AGENT_KIND, and for restart the processes named into NAMES.
+read_args() {
+  local command="$1" arg
+  shift
+  AGENT_KIND=""
+  NAMES=()
+  while (($#)); do
+    arg="$1"
+    shift
+    case "$arg" in
+      --agent)
+        AGENT_KIND=python
+        if [[ "${1:-}" == python || "${1:-}" == node ]]; then AGENT_KIND="$1"; shift; fi
+        ;;
+      --agent=python | --agent=node) AGENT_KIND="${arg#--agent=}" ;;
+      livekit | relay | worker | agent) [[ "$command" == restart ]] && NAMES+=("$arg") || die "start: unknown option $arg (only --agent [python|node])" ;;
+      *)
+        [[ "$command" == restart ]] && die "restart: $arg is not one of livekit, relay, worker, agent (or --agent [python|node])"
+        die "start: unknown option $arg (only --agent [python|node])"
+        ;;
+    esac
+  done
+}
+
+cmd_start() {
+  read_args start "$@"
+  local agent_kind="$AGENT_KIND"
+  mkdir -p "$RUN_DIR"
+  ensure_env
+  need curl "Install curl (apt-get install -y curl)."
+  build_release
+  build_web
+  preflight || exit 64
+  start_livekit
+  start_relay || die "the relay did not start"
+  start_worker || die "the worker did not start"
+  [[ -n "$agent_kind" ]] && start_agent "$agent_kind"
+  print_next_steps
+}
+
+# restart [livekit|relay|worker|agent…]: checks what would start first and stops nothing when
+# it is not valid. Without names: the relay and the worker (and the agent when one runs); the
+# LiveKit server only when its configuration changed or it is not running, since restarting it
+# ends every voice room (and waits for their participants).
+cmd_restart() {
+  read_args restart "$@"
+  local names=("${NAMES[@]}") name agent_asked="$AGENT_KIND"
+  mkdir -p "$RUN_DIR"
+  ensure_env
+  need curl "Install curl (apt-get install -y curl)."
+  build_release
+  build_web
+  if ! preflight; then
+    say "manage.sh: restart stopped nothing: what runs keeps running; fix the problems above, then restart again" >&2
+    return 64
+  fi
+  local agent_kind="$agent_asked"
+  if [[ -z "$agent_kind" ]] && pid_alive "$RUN_DIR/agent.pid"; then
+    agent_kind="$(cat "$RUN_DIR/agent.kind" 2>/dev/null || echo python)"
+  fi
+  if [[ -n "$agent_asked" && "${#names[@]}" -gt 0 ]]; then names+=(agent); fi
+  if ((${#names[@]} == 0)); then
+    names=(relay worker)
+    [[ -n "$agent_kind" ]] && names+=(agent)
+    if livekit_local && { ! pid_alive "$RUN_DIR/livekit.pid" || livekit_config_changed; }; then
+      names+=(livekit)
+    elif livekit_local; then
+      say "livekit: kept running (its configuration is unchanged; restart livekit restarts it)"
+    fi
+  fi
+  local has=" ${names[*]} "
+  # Stopped in the order stop uses, started in the order start uses.
+  for name in agent worker relay livekit; do
+    [[ "$has" == *" $name "* ]] && stop_pid "$name"
+  done
+  [[ "$has" == *" livekit "* ]] && start_livekit
+  if [[ "$has" == *" relay "* ]]; then start_relay || die "the relay did not start"; fi
+  if [[ "$has" == *" worker "* ]]; then start_worker || die "the worker did not start"; fi
+  [[ "$has" == *" agent "* ]] && start_agent "${agent_kind:-python}"
+  print_next_steps
+}
+
+# reload: the running worker reads its catalog again (SIGHUP); a catalog with problems is
+# refused and the running one stays. The worker keeps the catalog file it started with: another
+# WORKER_CATALOG needs restart worker.
+cmd_reload() {
+  pid_alive "$RUN_DIR/worker.pid" || die "reload: the worker is not running (scripts/manage.sh start starts it)"
+  load_env
+  local pid log="$RUN_DIR/worker.log" from line
+  pid="$(cat "$RUN_DIR/worker.pid")"
+  from=$(($(wc -c <"$log") + 1))
+  kill -HUP "$pid"
+  for _ in $(seq 1 100); do
+    line="$(tail -c "+$from" "$log" | grep -E 'catalog reloaded|the running one is kept' | tail -n 1 || true)"
+    [[ -n "$line" ]] && break
+    sleep 0.1
+  done
+  if [[ "$line" == *"catalog reloaded"* ]]; then
+    say "worker: catalog reloaded (${line#*catalog=})"
+  elif [[ -n "$line" ]]; then
+    tail -c "+$from" "$log" | grep -E 'catalog not reloaded' >&2 || true
+    say "manage.sh: reload refused the catalog (problems above); the worker keeps the one it runs" >&2
+    return 64
+  else
+    die "reload: the worker did not say within 10 s whether it read the catalog (see $log)"
+  fi
+}
+
+# call / demo: agent-worker call or demo with .env's settings (the relay's URL and the
+# credential it needs), as the worker itself runs: the lines start prints, runnable as printed.
+cmd_worker_cli() {
+  [[ -f "$ENV_FILE" ]] || die "no $ENV_FILE yet: scripts/manage.sh start creates one"
+  load_env
+  build_release >&2
+  exec "$WORKER_BIN" "$@"
 }
 
 cmd_stop() { stop_pid agent; stop_pid worker; stop_pid relay; stop_pid livekit; }
@@ -198,7 +322,13 @@ usage: scripts/manage.sh <command>
                    and the worker (and a reference voice agent with --agent: the Python one,
                    or the Node one with --agent node), wait until ready
   stop             stop what start started (SIGTERM, bounded wait, then kill)
-  restart          stop, then start
+  restart [livekit|relay|worker|agent] [--agent [python|node]]  check the configuration, then
+                   restart those (default: the relay, the worker and a running agent, or the
+                   one --agent names; LiveKit only when its configuration changed); nothing
+                   stops when the check fails
+  reload           the running worker reads its catalog again (SIGHUP); a bad one is refused
+  call <va_key> <tool> [params-json] [--await]  agent-worker call with .env's settings
+  demo <va_key>    agent-worker demo with .env's settings: walk a tab through every tool
   status           show what runs, its pid, address and readiness
   logs [relay|worker|livekit|agent]  follow a log
   test             run every test (scripts/test.mjs: format, lints, cargo test, pytest and
@@ -228,7 +358,10 @@ main() {
   case "$cmd" in
     start) cmd_start "$@" ;;
     stop) cmd_stop "$@" ;;
-    restart) cmd_stop; cmd_start "$@" ;;
+    restart) cmd_restart "$@" ;;
+    reload) cmd_reload "$@" ;;
+    call) cmd_worker_cli call "$@" ;;
+    demo) cmd_worker_cli demo "$@" ;;
     status) cmd_status "$@" ;;
     logs) cmd_logs "$@" ;;
     test) cmd_test "$@" ;;

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // The whole test run (scripts/manage.sh test runs this): format and lints, the Rust tests, the
 // Python and Node agent packages, the black-box suites in e2e/ (protocol, browser, package, docs,
-// voice room, MCP conformance, API contract, operations), the React cores' unit tests and a
-// soak. Each runner writes a machine-readable report into test-logs/reports/; the closing line
+// voice room, MCP conformance, API contract, operations, deploy), the React cores' unit tests
+// and a soak. Each runner writes a machine-readable report into test-logs/reports/; the closing line
 // "N passed, N failed" adds them up, and a runner that died before reporting counts as failed.
 // Lints, builds and install steps stop the run at the first failure; test runners do not.
 import { spawn, spawnSync } from 'node:child_process';
@@ -226,6 +226,11 @@ say('== deploy files');
 await must(join(ROOT, 'deploy/check.sh'), []);
 say('== e2e packages (npm ci in e2e when missing or stale)');
 await lib('e2e_deps');
+// The deploy tests run rootful podman (see below); as another user they are counted as failed.
+if (process.getuid?.() === 0) {
+  say('== container tools for the deploy tests (podman, podman-compose, the debootstrap base, stand-in images)');
+  await lib('ensure_containers');
+}
 
 say('== python tests (the agent library; the reference agent; the worker\'s MCP, catalog and agent API tests against the real binaries)');
 await pytest('python-agent', join(ROOT, 'agent-worker/python'), ['tests']);
@@ -262,13 +267,13 @@ await nodeTests('observability', join(ROOT, 'e2e'), ['--test-concurrency=1', 'ob
 say('== voice UI cores (web/test/ui: the React cores in Node)');
 await nodeTests('web-ui', join(ROOT, 'web'), ['test/ui/']);
 
-say('== voice room tests (LiveKit server, relay, worker, the Python and the Node reference agent, Chromium; in a network namespace)');
+say('== voice room tests (LiveKit server, relay, worker, the Python and the Node reference agent, Chromium; in a network namespace), and the demo page in a room no agent joins (browser/room/)');
 await lib('ensure_livekit');
 if (process.getuid?.() !== 0) {
   say('!! the voice room test needs root for its network namespace (ip netns); counted as failed');
   runner('voice', [report('voice.xml')], 1);
 } else {
-  await nodeTests('voice', join(ROOT, 'e2e'), ['--test-concurrency=1', 'voice/'],
+  await nodeTests('voice', join(ROOT, 'e2e'), ['--test-concurrency=1', 'voice/', 'browser/room/'],
     { ...BINS, TEST_LOG_DIR: LOGS, CHROMIUM_PATH: CHROMIUM, VA_TOOLS_DIR: TOOLS, PYTHONPATH }, [join(ROOT, 'scripts/netns.sh')]);
 }
 
@@ -289,6 +294,15 @@ await statusRunner('soak', process.execPath, [join(ROOT, 'scripts/soak.mjs'), '-
 // Alone, after the rest: it builds release binaries, which would slow the timed tests above.
 say('== operations test (scripts/manage.sh on a fresh copy of the tree)');
 await nodeTests('ops', join(ROOT, 'e2e'), ['ops/']);
+
+// After the rest too: the image build compiles release binaries inside the build container.
+say('== deploy (deploy/Dockerfile built by podman, both compose stacks under podman-compose, the Kubernetes manifests under podman kube play)');
+if (process.getuid?.() !== 0) {
+  say('!! the deploy test needs root (rootful podman); counted as failed');
+  runner('deploy', [report('deploy.xml')], 1);
+} else {
+  await nodeTests('deploy', join(ROOT, 'e2e'), ['--test-concurrency=1', 'deploy/'], { TEST_LOG_DIR: LOGS, VA_TOOLS_DIR: TOOLS });
+}
 
 const { passed, failed, lines } = total(runners);
 say('');

@@ -4,10 +4,11 @@
 use std::process::ExitCode;
 
 use agent_worker::cli::{self, config::Cli};
-use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Before anything of livekit-api (see `agent_worker::install_jwt_crypto`).
+    agent_worker::install_jwt_crypto();
+    let cli = Cli::parse_args();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(err) => {

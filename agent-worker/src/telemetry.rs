@@ -7,6 +7,10 @@
 
 pub use relay_telemetry::{Settings, Telemetry, adopt, context_of, enabled, event, fail};
 
+/// rmcp logs every session, request and notification at `info`, some as whole Debug dumps of
+/// its messages: capped at `warn` whatever `RUST_LOG` says, unless `RUST_LOG` names rmcp itself.
+const RMCP_CAP: &[&str] = &["rmcp=warn"];
+
 /// Starts the worker's logs on standard error (JSON with `json`, levels from `RUST_LOG` or
 /// `default_filter`) and, when `settings` say so, the export of its spans (sent through the
 /// current runtime).
@@ -19,6 +23,7 @@ pub fn init(
         json,
         default_filter,
         capped: &[],
+        capped_unless_named: RMCP_CAP,
         stderr: true,
     };
     relay_telemetry::init(

@@ -167,11 +167,17 @@ impl Worker {
         ))
     }
 
-    /// Runs one UI tool call for `key`: the session's mode allows it (when the session holds
-    /// calls to its mode), the arguments match the schema (nothing is sent otherwise), the relay
-    /// delivers it. Logged in the session log.
-    pub async fn run_tool(&self, key: &str, tool: &str, args: &Value) -> Result<Value, ToolError> {
-        self.run_tool_with(key, tool, args, None)
+    /// Runs one UI tool call for `key`, sent with the agent's session `token`: the session's
+    /// mode allows it (when the session holds calls to its mode), the arguments match the schema
+    /// (nothing is sent otherwise), the relay delivers it. Logged in the session log.
+    pub async fn run_tool(
+        &self,
+        key: &str,
+        token: &str,
+        tool: &str,
+        args: &Value,
+    ) -> Result<Value, ToolError> {
+        self.run_tool_with(key, token, tool, args, None)
             .await
             .map(|(value, _)| value)
     }
@@ -181,11 +187,12 @@ impl Worker {
     pub async fn run_tool_with(
         &self,
         key: &str,
+        token: &str,
         tool: &str,
         args: &Value,
         idempotency_key: Option<String>,
     ) -> Result<(Value, Option<Value>), ToolError> {
-        self.run_tool_traced(key, tool, args, idempotency_key, None)
+        self.run_tool_traced(key, token, tool, args, idempotency_key, None)
             .await
     }
 
@@ -194,6 +201,7 @@ impl Worker {
     async fn run_tool_traced(
         &self,
         key: &str,
+        token: &str,
         tool: &str,
         args: &Value,
         idempotency_key: Option<String>,
@@ -202,7 +210,7 @@ impl Worker {
         let mut record = self.sessions.start_call(key, tool);
         record.set_trace_id(telemetry::trace_id(&Span::current(), trace));
         let (outcome, report) = self
-            .run_found(key, tool, args, idempotency_key, trace)
+            .run_found(key, token, tool, args, idempotency_key, trace)
             .await;
         if let Some(id) = &report.call_id {
             Span::current().record("relay.call_id", id.as_str());
@@ -221,6 +229,7 @@ impl Worker {
     async fn run_found(
         &self,
         key: &str,
+        token: &str,
         name: &str,
         args: &Value,
         idempotency_key: Option<String>,
@@ -252,22 +261,31 @@ impl Worker {
         };
         let (ok, report) = self
             .client
-            .call_reported(key, name, Some(args), &options)
+            .call_reported(token, key, name, Some(args), &options)
             .await;
-        let outcome = ok.map(|ok| {
+        let outcome = ok.and_then(|ok| {
             let value = match ok.result {
-                Some(result) if tool.spec.await_result => result,
+                Some(result) if tool.spec.await_result => {
+                    tool.check_answer(&result)?;
+                    result
+                }
                 _ => json!({"success": true}),
             };
-            (value, tool.spec.output_schema.clone())
+            Ok((value, tool.spec.output_schema.clone()))
         });
         (outcome, report)
     }
 
-    /// Runs one tool an agent called for `key`: a mode move of the session's current mode, or
-    /// a UI tool through [`Worker::run_tool`].
-    pub async fn agent_call(&self, key: &str, tool: &str, args: &Value) -> AgentOutcome {
-        self.agent_call_with(key, tool, args, None).await
+    /// Runs one tool an agent called for `key` with its session `token`: a mode move of the
+    /// session's current mode, or a UI tool through [`Worker::run_tool`].
+    pub async fn agent_call(
+        &self,
+        key: &str,
+        token: &str,
+        tool: &str,
+        args: &Value,
+    ) -> AgentOutcome {
+        self.agent_call_with(key, token, tool, args, None).await
     }
 
     /// [`Worker::agent_call`] with the caller's `Idempotency-Key` for a UI tool, in the trace
@@ -275,11 +293,12 @@ impl Worker {
     pub async fn agent_call_with(
         &self,
         key: &str,
+        token: &str,
         tool: &str,
         args: &Value,
         idempotency_key: Option<String>,
     ) -> AgentOutcome {
-        self.agent_call_traced(key, tool, args, idempotency_key, telemetry::caller())
+        self.agent_call_traced(key, token, tool, args, idempotency_key, telemetry::caller())
             .await
     }
 
@@ -290,6 +309,7 @@ impl Worker {
     pub async fn agent_call_traced(
         &self,
         key: &str,
+        token: &str,
         tool: &str,
         args: &Value,
         idempotency_key: Option<String>,
@@ -297,7 +317,7 @@ impl Worker {
     ) -> AgentOutcome {
         let span = self.tool_span(key, tool, trace.as_ref());
         let outcome = self
-            .agent_call_in(key, tool, args, idempotency_key, trace.as_ref())
+            .agent_call_in(key, token, tool, args, idempotency_key, trace.as_ref())
             .instrument(span.clone())
             .await;
         if let Err(e) = &outcome.result {
@@ -334,6 +354,7 @@ impl Worker {
     async fn agent_call_in(
         &self,
         key: &str,
+        token: &str,
         tool: &str,
         args: &Value,
         idempotency_key: Option<String>,
@@ -349,7 +370,7 @@ impl Worker {
         } else if Move::of(tool).is_some() && self.catalog.current().tool(tool).is_none() {
             self.change_mode(key, tool, args, trace)
         } else {
-            self.run_tool_traced(key, tool, args, idempotency_key, trace)
+            self.run_tool_traced(key, token, tool, args, idempotency_key, trace)
                 .await
                 .map(|(value, schema)| {
                     output_schema = schema;

@@ -65,3 +65,21 @@ export async function accessibilityProblems(page, name) {
   writeFileSync(join(axeDir, `${name}.json`), JSON.stringify(violations, null, 2));
   return violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
 }
+
+/**
+ * A journey's screenshots, each state also scanned with axe-core: `shot(page, name)` takes and
+ * scans; `scanned` names the states, `a11y` holds their serious and critical violations.
+ */
+export function journey() {
+  const scanned = [];
+  const a11y = [];
+  return {
+    scanned,
+    a11y,
+    async shot(page, name) {
+      await shot(page, name);
+      scanned.push(name);
+      for (const v of await accessibilityProblems(page, name)) a11y.push({ state: name, ...v });
+    },
+  };
+}

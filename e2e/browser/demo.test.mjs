@@ -4,8 +4,9 @@
 // because the LiveKit server cannot be reached, while every tool keeps working.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { startRelay, within, sleep } from '../harness/index.mjs';
-import { launch, shot as screenshot, accessibilityProblems, pageWithoutMicrophoneApi } from './browser.mjs';
+import { launch, journey, pageWithoutMicrophoneApi } from './browser.mjs';
 
 let relay;
 let context;
@@ -13,13 +14,7 @@ let page;
 let apiKey;
 const pageErrors = [];
 // Every state the journey screenshots is also scanned with axe-core (reports in test-logs/axe/).
-const scanned = [];
-const a11y = [];
-async function shot(p, name) {
-  await screenshot(p, name);
-  scanned.push(name);
-  for (const v of await accessibilityProblems(p, name)) a11y.push({ state: name, ...v });
-}
+const { shot, scanned, a11y } = journey();
 
 before(async () => {
   relay = await startRelay({ LIVEKIT_URL: 'ws://127.0.0.1:9' }, { name: 'relay-browser' });
@@ -55,6 +50,11 @@ test('the page starts a session with Ctrl+K: bound to the relay, voice reported 
   apiKey = (await page.textContent('#dev-key')).trim();
   assert.match(apiKey, /^va_[0-9a-f]{64}$/);
   relay.remember(apiKey);
+  // What the logs print for this key, and the commands that drive the tab, runnable as shown.
+  await page.waitForFunction(() => document.getElementById('dev-key-fp').textContent.startsWith('key='));
+  assert.equal(await page.textContent('#dev-key-fp'), `key=${createHash('sha256').update(apiKey).digest('hex').slice(0, 8)}`);
+  assert.equal(await page.textContent('#dev-try-call'), `scripts/manage.sh call ${apiKey} OpenPopover '{"message":"Hello"}'`);
+  assert.equal(await page.textContent('#dev-try-demo'), `scripts/manage.sh demo ${apiKey}`);
   assert.equal((await relay.keyState(apiKey)).body.state, 'online');
   // The attempt is bounded (10 s), and a refused port fails well before that.
   await page.waitForSelector('#voice[data-state="failed"]', { timeout: 15000 });
@@ -93,46 +93,6 @@ test('the page starts a session with Ctrl+K: bound to the relay, voice reported 
   assert.deepEqual(await page.evaluate(() => window.__voiceStates), ['connecting', 'failed']);
   assert.match(await page.textContent('#voice'), /could not reach the LiveKit server/);
   assert.equal(await page.evaluate(() => document.activeElement?.id), 'voice-retry', 'the focus stays on the retry button');
-});
-
-test('voice failed: the page offers text with the reason; the chat says why nothing was sent without a room', async () => {
-  await page.waitForSelector('#voice-unavailable:not([hidden])', { timeout: 5000 });
-  assert.match(await page.textContent('#voice-unavailable-reason'), /^Voice failed: Could not reach the LiveKit server at ws:\/\/127\.0\.0\.1:9\. You can type to the agent instead\.$/);
-  assert.equal(await page.getAttribute('#voice-unavailable', 'role'), 'status');
-  await page.focus('#switch-to-text');
-  await page.keyboard.press('Enter');
-  assert.equal(await page.evaluate(() => document.activeElement?.id), 'chat-input', 'switching to text puts the focus in the message field');
-  assert.equal(await page.getAttribute('#transcript-toggle', 'aria-expanded'), 'true');
-  await page.keyboard.type('Hello <b>agent</b>');
-  await page.keyboard.press('Enter');
-  await page.waitForSelector('#chat-status[data-state="failed"]', { timeout: 3000 });
-  assert.equal(await page.textContent('#chat-status'), 'Not sent: voice is not connected, so there is no room to send the message to');
-  assert.equal(await page.inputValue('#chat-input'), 'Hello <b>agent</b>', 'the unsent message stays in the field');
-  assert.equal(await page.getAttribute('#chat-input', 'maxlength'), '2000');
-  await page.fill('#chat-input', '');
-  assert.equal(await page.textContent('#chat-status'), '', 'editing clears the failure');
-  await shot(page, '01a-text-offered');
-});
-
-test('the transcript toggle shows and hides the transcript, by keyboard; the list is a polite live region', async () => {
-  // Start from closed (the step before opened it).
-  if ((await page.getAttribute('#transcript-toggle', 'aria-expanded')) === 'true') await page.click('#transcript-toggle');
-  assert.equal(await page.getAttribute('#transcript-toggle', 'aria-expanded'), 'false');
-  assert.equal(await page.getAttribute('#transcript-toggle', 'aria-controls'), 'transcript');
-  assert.equal(await page.isVisible('#transcript'), false);
-  await page.focus('#transcript-toggle');
-  await page.keyboard.press('Enter');
-  assert.equal(await page.getAttribute('#transcript-toggle', 'aria-expanded'), 'true');
-  assert.equal(await page.isVisible('#transcript'), true);
-  assert.equal(await page.textContent('#transcript-toggle'), 'Transcript', 'the name stays; aria-expanded says open or closed');
-  assert.equal(await page.getAttribute('#transcript-list', 'aria-live'), 'polite');
-  assert.equal(await page.getAttribute('#transcript-list', 'role'), 'log');
-  assert.equal(await page.textContent('#transcript-empty'), 'Nothing said yet.');
-  await shot(page, '01b-transcript-open');
-  await page.keyboard.press('Space');
-  assert.equal(await page.getAttribute('#transcript-toggle', 'aria-expanded'), 'false');
-  assert.equal(await page.isVisible('#transcript'), false);
-  assert.equal(await page.evaluate(() => document.activeElement?.id), 'transcript-toggle');
 });
 
 test('push-to-talk: switched on by keyboard; Space held presses the talk button (aria-pressed), except in a text field', async () => {
@@ -174,6 +134,49 @@ test('push-to-talk: switched on by keyboard; Space held presses the talk button 
   await page.keyboard.down('Space');
   assert.equal(await page.getAttribute('#ptt', 'aria-pressed'), 'false');
   await page.keyboard.up('Space');
+});
+
+test('voice failed: the page offers text with the reason; the chat says why nothing was sent without a room', async () => {
+  await page.waitForSelector('#voice-unavailable:not([hidden])', { timeout: 5000 });
+  assert.match(await page.textContent('#voice-unavailable-reason'), /^Voice failed: Could not reach the LiveKit server at ws:\/\/127\.0\.0\.1:9\. You can type to the agent instead\.$/);
+  assert.equal(await page.getAttribute('#voice-unavailable', 'role'), 'status');
+  await page.focus('#switch-to-text');
+  await page.keyboard.press('Enter');
+  assert.equal(await page.evaluate(() => document.activeElement?.id), 'chat-input', 'switching to text puts the focus in the message field');
+  // Text only from now on: no push-to-talk, no microphone meter.
+  assert.equal(await page.isVisible('#talk'), false);
+  assert.equal(await page.isVisible('#mic-level'), false);
+  assert.equal(await page.getAttribute('#transcript-toggle', 'aria-expanded'), 'true');
+  await page.keyboard.type('Hello <b>agent</b>');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#chat-status[data-state="failed"]', { timeout: 3000 });
+  assert.equal(await page.textContent('#chat-status'), 'Not sent: voice is not connected, so there is no room to send the message to');
+  assert.equal(await page.inputValue('#chat-input'), 'Hello <b>agent</b>', 'the unsent message stays in the field');
+  assert.equal(await page.getAttribute('#chat-input', 'maxlength'), '2000');
+  await page.fill('#chat-input', '');
+  assert.equal(await page.textContent('#chat-status'), '', 'editing clears the failure');
+  await shot(page, '01a-text-offered');
+});
+
+test('the transcript toggle shows and hides the transcript, by keyboard; the list is a polite live region', async () => {
+  // Start from closed (the step before opened it).
+  if ((await page.getAttribute('#transcript-toggle', 'aria-expanded')) === 'true') await page.click('#transcript-toggle');
+  assert.equal(await page.getAttribute('#transcript-toggle', 'aria-expanded'), 'false');
+  assert.equal(await page.getAttribute('#transcript-toggle', 'aria-controls'), 'transcript');
+  assert.equal(await page.isVisible('#transcript'), false);
+  await page.focus('#transcript-toggle');
+  await page.keyboard.press('Enter');
+  assert.equal(await page.getAttribute('#transcript-toggle', 'aria-expanded'), 'true');
+  assert.equal(await page.isVisible('#transcript'), true);
+  assert.equal(await page.textContent('#transcript-toggle'), 'Transcript', 'the name stays; aria-expanded says open or closed');
+  assert.equal(await page.getAttribute('#transcript-list', 'aria-live'), 'polite');
+  assert.equal(await page.getAttribute('#transcript-list', 'role'), 'log');
+  assert.equal(await page.textContent('#transcript-empty'), 'Nothing said yet.');
+  await shot(page, '01b-transcript-open');
+  await page.keyboard.press('Space');
+  assert.equal(await page.getAttribute('#transcript-toggle', 'aria-expanded'), 'false');
+  assert.equal(await page.isVisible('#transcript'), false);
+  assert.equal(await page.evaluate(() => document.activeElement?.id), 'transcript-toggle');
 });
 
 test('without getUserMedia (a fresh page), the first screen says why voice is unavailable and offers text chat', async () => {
@@ -228,6 +231,12 @@ test('first screen, text chat by keyboard; Back asks in a modal dialog: Escape a
     // Text chat joins the room without a microphone; LiveKit is unreachable here, so it says so.
     await other.waitForSelector('#voice[data-state="failed"]', { timeout: 15000 });
     assert.match(await other.textContent('#voice'), /could not reach the LiveKit server/);
+    // Text only: no push-to-talk and no microphone meter (nothing is published).
+    assert.equal(await other.isVisible('#talk'), false);
+    assert.equal(await other.isVisible('#ptt-mode'), false);
+    assert.equal(await other.isVisible('#mic-level'), false);
+    assert.equal(await other.isVisible('#mic-level-label'), false);
+    assert.equal(await other.isVisible('#agent-level'), true, 'the agent is still heard');
     await shot(other, '01e-text-chat-chosen');
 
     const ask = async () => {
@@ -263,12 +272,14 @@ test('first screen, text chat by keyboard; Back asks in a modal dialog: Escape a
     assert.equal(await other.getAttribute('#voice', 'data-state'), 'off', 'the room is left');
     await other.waitForFunction(() => document.getElementById('announcer').textContent.startsWith('Session ended'));
     await shot(other, '01g-back-on-first-screen');
-    // Voice from the first screen again, by keyboard.
+    // Voice from the first screen again, by keyboard: the microphone's controls are back.
     await other.focus('#headset');
     await other.keyboard.press('Enter');
     await other.waitForSelector('#connection[data-state="bound"]', { timeout: 10000 });
     relay.remember((await other.textContent('#dev-key')).trim());
     assert.equal(await other.textContent('#start-title'), 'Voice session');
+    assert.equal(await other.isVisible('#talk'), true);
+    assert.equal(await other.isVisible('#mic-level'), true);
     assert.deepEqual(errors, []);
   } finally {
     await other.close();
@@ -284,6 +295,15 @@ test('OpenPopover shows the green popover with the message as text, then hides i
   assert.equal(await page.$$eval('#popover *', (els) => els.length), 0, 'no HTML was injected');
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
   assert.match(await page.getAttribute('#popover', 'class'), /bounce/);
+  // It covers no heading: it sits in the page's flow, between the header and the panels.
+  const overlaps = await page.evaluate(() => {
+    const box = document.getElementById('popover').getBoundingClientRect();
+    return [...document.querySelectorAll('h1, h2, h3')].filter((h) => {
+      const r = h.getBoundingClientRect();
+      return r.width > 0 && r.height > 0 && r.left < box.right && box.left < r.right && r.top < box.bottom && box.top < r.bottom;
+    }).map((h) => h.textContent);
+  });
+  assert.deepEqual(overlaps, []);
   await shot(page, '02-popover');
   await page.waitForSelector('#popover[hidden]', { state: 'attached', timeout: 7000 });
 });
@@ -324,7 +344,7 @@ test('pin_note (an app tool from the catalog) pins notes as text until dismissed
 test('the phase indicator follows the mode the agent side sets', async () => {
   const set = await relay.fetch(`/api/voice-agent/keys/${apiKey}/mode`, {
     method: 'PUT',
-    headers: { authorization: `Bearer ${relay.agentSecret}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${relay.workerSecret}`, 'content-type': 'application/json' },
     body: JSON.stringify({ mode: 'reading' }),
   });
   assert.deepEqual(set.body, { ok: true, tabNotified: true });
@@ -338,9 +358,11 @@ test('loading_status and the cassette: inserted, opened in a modal, replaced', a
   await page.waitForSelector('#loading:not([hidden])');
   assert.equal(await page.textContent('#loading'), 'Digging through memory files…');
   await shot(page, '03-loading-status');
+  // The agent's next action replaces its status line.
 
   await call('present_to_cassette', { title: 'Wi-Fi', content: 'network: attic\npassword: <b>hunter2</b>' });
   await page.waitForSelector('#cassette:not([hidden])');
+  assert.equal(await page.isVisible('#loading'), false, 'the status line cleared');
   assert.equal(await page.textContent('#cassette-label'), 'Wi-Fi');
   assert.equal(await page.getAttribute('#cassette', 'aria-label'), 'Open cassette: Wi-Fi');
   await page.waitForFunction(() => document.getElementById('announcer').textContent.includes('Cassette inserted: Wi-Fi'));
@@ -458,31 +480,67 @@ test('a draw that times out is cancelled: the picker closes', async () => {
 
 test('the tab survives a relay restart by re-binding its key', async () => {
   const addr = relay.url.replace('http://', '');
-  const secrets = { LIVEKIT_API_SECRET: relay.livekitSecret, RELAY_AGENT_SECRET: relay.agentSecret };
+  // The same LiveKit secret and signing keys: the tab's token (and its bind proof) still holds.
+  const secrets = {
+    LIVEKIT_API_SECRET: relay.livekitSecret,
+    RELAY_WORKER_SECRET: relay.workerSecret,
+    RELAY_OPERATOR_SECRET: relay.operatorSecret,
+    RELAY_SESSION_KEYS: relay.sessionKeys,
+  };
   await relay.stop();
   await page.waitForSelector('#connection:not([data-state="bound"])', { timeout: 10000 });
   await shot(page, '10-relay-down');
+  // The mode of before is not shown as if it were still known.
+  assert.equal(await page.textContent('#mode'), 'Phase: —');
   relay = await startRelay({ ...secrets, RELAY_ADDR: addr, LIVEKIT_URL: 'ws://127.0.0.1:9' }, { name: 'relay-browser-restarted' });
   relay.remember(apiKey);
   await page.waitForSelector('#connection[data-state="bound"]', { timeout: 15000 });
   await relay.waitState(apiKey, 'online', 5000);
+  // A relay that restarted knows no mode (the agent side tells it again): none is shown.
+  assert.equal(await page.textContent('#mode'), 'Phase: —');
   const r = await call('OpenPopover', { message: 'Back after the restart' });
   assert.equal(r.status, 200);
   await page.waitForFunction(() => document.getElementById('popover').textContent === 'Back after the restart');
   await shot(page, '11-after-restart');
 });
 
-test('the headset button ends the session; the key goes offline', async () => {
+test('the headset button ends the session; the key goes offline; nothing of it stays: phase, status line, spread, card', async () => {
+  // What the session showed: a phase, a status line, a spread, a card.
+  await relay.fetch(`/api/voice-agent/keys/${apiKey}/mode`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${relay.workerSecret}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ mode: 'reading' }),
+  });
+  await page.waitForSelector('#mode[data-mode="reading"]', { timeout: 5000 });
+  await call('loading_status', { text: 'Shuffling the deck…' });
+  await page.waitForSelector('#loading:not([hidden])');
+  assert.match(await page.textContent('#spread-list'), /Past: /);
+  assert.equal(await page.isVisible('#display'), true);
   await page.click('#headset');
   await page.waitForSelector('#connection[data-state="stopped"]');
   assert.equal(await page.getAttribute('#headset', 'aria-pressed'), 'false');
   assert.equal(await page.isVisible('#start-text'), true, 'back on the first screen');
   await relay.waitState(apiKey, 'offline', 5000);
+  assert.equal(await page.textContent('#mode'), 'Phase: —');
+  assert.equal(await page.getAttribute('#mode', 'data-mode'), '');
+  assert.equal(await page.isVisible('#loading'), false, '"Shuffling the deck…" cleared');
+  assert.equal(await page.textContent('#dev-key'), '—');
   await shot(page, '12-session-ended');
+  // The next session starts with an empty spread and no card.
+  await page.click('#start-text');
+  await page.waitForSelector('#connection[data-state="bound"]', { timeout: 10000 });
+  relay.remember((await page.textContent('#dev-key')).trim());
+  assert.equal(await page.textContent('#spread-list'), '');
+  assert.equal(await page.isVisible('#spread-empty'), true, '"Your spread" starts over');
+  assert.equal(await page.isVisible('#display'), false);
+  assert.equal(await page.textContent('#mode'), 'Phase: —');
+  await shot(page, '13-next-session-fresh');
+  await page.click('#headset');
+  await page.waitForSelector('#connection[data-state="stopped"]');
   assert.deepEqual(pageErrors, []);
 });
 
 test('axe-core: no serious or critical accessibility violation in any state of the journey', () => {
-  assert.ok(scanned.length >= 18, `states scanned: ${scanned.join(', ')}`);
+  assert.ok(scanned.length >= 19, `states scanned: ${scanned.join(', ')}`);
   assert.deepEqual(a11y, [], JSON.stringify(a11y, null, 2));
 });

@@ -97,22 +97,21 @@ export function requestFrom(url, { localAddress, method = 'POST', headers = {}, 
 
 /**
  * The shipped deploy/haproxy.cfg in front of two relays on loopback: the compose service names
- * pointed at `a` and `b`, the Docker resolver dropped. Resolves once both pass its /readyz
+ * pointed at `a` and `b`, the engine's resolver dropped. Resolves once both pass its /readyz
  * check, with `{url, stop()}`.
  */
 export async function startHaproxy(a, b) {
   const port = await freePort();
   const hostOf = (relay) => new URL(relay.url).host;
   const cfg = readFileSync(join(repoRoot, 'deploy/haproxy.cfg'), 'utf8')
-    .replace(/^resolvers docker[\s\S]*?(?=^frontend)/m, '')
-    .replace(' resolvers docker', '')
-    .replace('maxconn 100000', 'maxconn 2000')
+    .replace(/^# The container engine's DNS[\s\S]*?(?=^frontend)/m, '')
+    .replace(' resolvers compose', '')
     .replace('bind :3001', `bind 127.0.0.1:${port}`)
     .replace('relay-a:3001', hostOf(a))
     .replace('relay-b:3001', hostOf(b));
   const cfgPath = join(logDir, `haproxy-${process.pid}-${port}.cfg`);
   writeFileSync(cfgPath, cfg);
-  const proc = spawn('haproxy', ['-db', '-f', cfgPath], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = spawn('haproxy', ['-db', '-f', cfgPath], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, HAPROXY_MAXCONN: '2000' } });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d; });
   const exited = new Promise((r) => proc.once('exit', r));

@@ -2,7 +2,9 @@
 // PATH), configured as manage.sh configures it (one UDP port, no TCP fallback, webhooks to the
 // worker signed with the same key), optionally with its ICE address on a given interface.
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, writeFileSync } from 'node:fs';
+import { AccessToken, WebhookEvent } from 'livekit-server-sdk';
 import { join } from 'node:path';
 import { toolsDir } from './paths.mjs';
 import { eventually, spawnLogged, stopProcess } from './proc.mjs';
@@ -54,4 +56,35 @@ export async function startLivekit({ dir, secret, webhookUrl, port = 7880, udpPo
     throw e;
   }
   return server;
+}
+
+/**
+ * A webhook as LiveKit's server sends it about a participant (`participant_joined`,
+ * `participant_left`, …) whose metadata holds `apiKey`, signed with LiveKit's own SDK: the
+ * stand-in for a server that cannot run in a test without media.
+ */
+export function participantEvent(name, { room, identity, apiKey }) {
+  const ev = new WebhookEvent({
+    id: `EV_${Math.random().toString(16).slice(2)}`,
+    createdAt: BigInt(Math.floor(Date.now() / 1000)),
+    room: { sid: 'RM_test', name: room },
+    participant: { sid: 'PA_test', identity, metadata: JSON.stringify({ apiKey }) },
+  });
+  ev.event = name;
+  return ev;
+}
+
+/**
+ * Posts `event` to `worker`'s `/livekit/webhook`, signed with `secret` (the body's SHA-256 in
+ * the JWT, as LiveKit signs); `tamper` changes the body after signing. The JWT is remembered as
+ * a secret of `relay`'s logs.
+ */
+export async function sendWebhook(worker, event, { secret, relay, tamper = false }) {
+  const body = event.toJsonString();
+  const at = new AccessToken(LIVEKIT_KEY, secret);
+  at.sha256 = createHash('sha256').update(body).digest('base64');
+  const jwt = await at.toJwt();
+  relay?.remember(jwt);
+  const sent = tamper ? body.replace('tab-', 'tab-x') : body;
+  return worker.fetch('/livekit/webhook', { method: 'POST', headers: { 'content-type': 'application/webhook+json', authorization: jwt }, body: sent });
 }

@@ -136,6 +136,16 @@ export async function launchServer({ name, bin, args = [], env, stream, banner }
   }
 }
 
+/**
+ * A log written to a file is plain text (no terminal colour codes: grep finds `tool=X` in it),
+ * and holds no rmcp line below `warn` (its Debug dumps of whole MCP messages).
+ */
+export function assertPlainLog(text, path) {
+  assert.ok(!text.includes('\x1b['), `log ${path} holds ANSI escape codes`);
+  const rmcp = text.match(/^\S+\s+(?:TRACE|DEBUG|INFO) [^\n]*?\brmcp(?:::\w+)*: .*$|"level":"(?:TRACE|DEBUG|INFO)"[^\n]*"target":"rmcp/m);
+  assert.equal(rmcp, null, `log ${path} holds rmcp's own lines below warn: ${rmcp?.[0].slice(0, 200)}`);
+}
+
 /** A server process under test whose log must never hold a whole secret it was shown. */
 export class Server {
   constructor({ name = 'server', addr, proc, exited, logPath, log }) {
@@ -178,6 +188,7 @@ export class Server {
   assertLogClean() {
     const text = this.logText();
     assert.ok(text.length > 0, `the ${this.name} wrote a log`);
+    assertPlainLog(text, this.logPath);
     for (const s of this.secrets) {
       assert.ok(!text.includes(s), `log ${this.logPath} contains a whole key/token/secret (${s.slice(0, 6)}…)`);
       // The hex body of a key alone would be as bad as the key.

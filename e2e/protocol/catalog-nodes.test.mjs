@@ -60,10 +60,11 @@ after(async () => {
   await redis?.stop();
 });
 
-const agentHeaders = (apiKey) => ({ authorization: `Bearer ${worker.agentSecret}`, 'x-voice-agent-key': apiKey });
-const offer = (apiKey, query = '') => worker.fetch(`/agent/tools${query}`, { headers: agentHeaders(apiKey) });
-const callTool = (apiKey, name, args = {}) =>
-  worker.fetch(`/agent/tools/${name}`, { method: 'POST', headers: { ...agentHeaders(apiKey), 'content-type': 'application/json' }, body: JSON.stringify(args) });
+/** What the key's agent presents: a session token for that key (minted on node A). */
+const agentHeaders = async (apiKey) => ({ authorization: `Bearer ${await A.tokenFor(apiKey)}`, 'x-voice-agent-key': apiKey });
+const offer = async (apiKey, query = '') => worker.fetch(`/agent/tools${query}`, { headers: await agentHeaders(apiKey) });
+const callTool = async (apiKey, name, args = {}) =>
+  worker.fetch(`/agent/tools/${name}`, { method: 'POST', headers: { ...await agentHeaders(apiKey), 'content-type': 'application/json' }, body: JSON.stringify(args) });
 const names = (res) => res.body.tools.map((t) => t.name);
 
 test('what a tab on node A handles shapes the offer an agent gets through node B', async () => {
@@ -86,6 +87,22 @@ test('what a tab on node A handles shapes the offer an agent gets through node B
   assert.ok(Date.now() - started < 5000, 'woken by the change, not by the end of the wait');
   assert.notEqual(changed.body.revision, first.body.revision);
   assert.deepEqual(names(changed), ['ShowScores', 'PlayJingle', 'enter_round']);
+  tab.close();
+});
+
+test('a call that is not awaited, through node B, to a tool the tab on node A declared it does not handle, is no_handler', async () => {
+  const { tab, apiKey } = await A.boundTab();
+  const sent = await B.call({ apiKey, toolName: 'PlayJingle', params: {} });
+  assert.equal(sent.status, 200, JSON.stringify(sent.body));
+  await tab.next('voice-agent:PlayJingle');
+  await within(5000, tab.socket.emitWithAck('voice-agent:handles', { tools: ['ShowScores'] }), 'the handles ack');
+  const refused = await B.call({ apiKey, toolName: 'PlayJingle', params: {} });
+  assert.equal(refused.status, 502, JSON.stringify(refused.body));
+  assert.equal(refused.body.error.code, 'no_handler');
+  const handled = await B.call({ apiKey, toolName: 'ShowScores', params: {} });
+  assert.equal(handled.status, 200, JSON.stringify(handled.body));
+  await tab.next('voice-agent:ShowScores');
+  assert.equal(tab.received('voice-agent:PlayJingle').length, 1, 'the refused call never reached the tab');
   tab.close();
 });
 

@@ -14,14 +14,14 @@ before(async () => { relay = await startRelay(); });
 after(async () => { await relay?.stop(); });
 
 const declare = (tab, payload) => within(5000, tab.socket.emitWithAck('voice-agent:handles', payload), 'the handles ack');
-const setMode = (apiKey, body, secret = relay.agentSecret) =>
+const setMode = (apiKey, body, secret = relay.workerSecret) =>
   relay.fetch(`/api/voice-agent/keys/${apiKey}/mode`, {
     method: 'PUT',
     headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
 const stateQuery = (apiKey, query) =>
-  relay.fetch(`/api/voice-agent/keys/${apiKey}?${query}`, { headers: { authorization: `Bearer ${relay.agentSecret}` } });
+  relay.fetch(`/api/voice-agent/keys/${apiKey}?${query}`, { headers: { authorization: `Bearer ${relay.workerSecret}` } });
 
 test('a declaration is acknowledged with its revision and shown in the key state', async () => {
   const { tab, apiKey } = await relay.boundTab();
@@ -39,6 +39,27 @@ test('a declaration is acknowledged with its revision and shown in the key state
   assert.deepEqual(await declare(tab, { tools: ['zoom'], pageTools: [pageTool] }), { ok: true, revision: 2 });
   state = await relay.keyState(apiKey);
   assert.deepEqual(state.body.pageTools, [pageTool]);
+  tab.close();
+});
+
+test('a call that is not awaited, to a tool the tab declared it does not handle, is no_handler and never sent', async () => {
+  const { tab, apiKey } = await relay.boundTab();
+  // Never declared: the tab counts as handling every tool.
+  const before = await relay.call({ apiKey, toolName: 'zoom', params: {} });
+  assert.equal(before.status, 200, JSON.stringify(before.body));
+  await tab.next('voice-agent:zoom');
+  assert.deepEqual(await declare(tab, { tools: ['CreateDiagram'] }), { ok: true, revision: 1 });
+  const refused = await relay.call({ apiKey, toolName: 'zoom', params: {} });
+  assert.equal(refused.status, 502, JSON.stringify(refused.body));
+  assert.equal(refused.body.ok, false);
+  assert.equal(refused.body.error.code, 'no_handler');
+  assert.match(refused.body.error.message, /zoom is not among them/);
+  assert.match(refused.body.callId, /^c_/);
+  const handled = await relay.call({ apiKey, toolName: 'CreateDiagram', params: { title: 't' } });
+  assert.equal(handled.status, 200, JSON.stringify(handled.body));
+  await tab.next('voice-agent:CreateDiagram');
+  await sleep(100);
+  assert.equal(tab.received('voice-agent:zoom').length, 1, 'the refused call never reached the tab');
   tab.close();
 });
 
@@ -206,5 +227,8 @@ test('the browser client declares on bind and on each handler change, coalesced,
     await sleep(20);
   }
   assert.deepEqual(answers.at(-1), { ok: true, revision }, 'declared again; the same set keeps the revision');
+  // The mode was forgotten with the connection and told again on the bind.
+  while (client.mode !== 'reading' && Date.now() < deadline) await sleep(20);
+  assert.deepEqual(modes, ['reading', null, 'reading']);
   client.stop();
 });

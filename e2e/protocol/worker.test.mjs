@@ -5,8 +5,11 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { AccessToken, WebhookEvent } from 'livekit-server-sdk';
-import { startRelay, startWorker, runWorker, sleep, LIVEKIT_KEY, within } from '../harness/index.mjs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { WebhookEvent } from 'livekit-server-sdk';
+import { startRelay, startWorker, runWorker, sleep, eventually, participantEvent, sendWebhook, sendVapi, vapiCall } from '../harness/index.mjs';
 
 const VAPI_SECRET = 'vapi-shared-secret-0123456789';
 let relay;
@@ -69,36 +72,23 @@ test('call: schema violations never reach the relay; failures are typed, exit no
   const offline = await runWorker(relay, ['call', apiKey, 'OpenPopover', '{}', '--timeout-ms', '200']);
   assert.equal(offline.code, 1);
   assert.equal(offline.json.error.code, 'tab_offline');
-  const wrongSecret = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_AGENT_SECRET: 'not-the-agent-secret-000' });
+  // The operators' credential mints a token for the key; a wrong one mints nothing.
+  const wrongSecret = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_OPERATOR_SECRET: 'not-the-operator-secret-000' });
   assert.equal(wrongSecret.json.error.code, 'unauthorized');
-  const noSecret = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_AGENT_SECRET: '' });
+  const noSecret = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_OPERATOR_SECRET: '' });
   assert.equal(noSecret.code, 64);
-  assert.match(noSecret.stderr, /RELAY_AGENT_SECRET is required/);
+  assert.match(noSecret.stderr, /VOICE_AGENT_TOKEN or --token\) or the operators' credential/);
+  // A session token given as it is: for this key it works, for another it is forbidden.
+  const other = await relay.token();
+  const foreign = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_OPERATOR_SECRET: '', VOICE_AGENT_TOKEN: other.agentToken });
+  assert.equal(foreign.json.error.code, 'forbidden');
 });
 
-async function signedWebhook(event, { secret = relay.livekitSecret, tamper = false } = {}) {
-  const body = event.toJsonString();
-  const at = new AccessToken(LIVEKIT_KEY, secret);
-  at.sha256 = createHash('sha256').update(body).digest('base64');
-  const jwt = await at.toJwt();
-  relay.remember(jwt);
-  const sent = tamper ? body.replace('tab-', 'tab-x') : body;
-  return worker.fetch('/livekit/webhook', { method: 'POST', headers: { 'content-type': 'application/webhook+json', authorization: jwt }, body: sent });
-}
-
-function participantEvent(name, { room, identity, apiKey }) {
-  const ev = new WebhookEvent({
-    id: `EV_${Math.random().toString(16).slice(2)}`,
-    createdAt: BigInt(Math.floor(Date.now() / 1000)),
-    room: { sid: 'RM_test', name: room },
-    participant: { sid: 'PA_test', identity, metadata: JSON.stringify({ apiKey }) },
-  });
-  ev.event = name;
-  return ev;
-}
+const signedWebhook = (event, { secret = relay.livekitSecret, tamper = false } = {}) =>
+  sendWebhook(worker, event, { secret, relay, tamper });
 
 async function sessions() {
-  const r = await worker.fetch('/sessions', { headers: { authorization: `Bearer ${relay.agentSecret}` } });
+  const r = await worker.fetch('/sessions', { headers: { authorization: `Bearer ${relay.operatorSecret}` } });
   assert.equal(r.status, 200);
   return r.body.sessions;
 }
@@ -129,8 +119,12 @@ test('LiveKit webhooks: a signed participant_joined opens a session; a tampered 
   assert.equal((await signedWebhook(participantEvent('participant_left', { room: roomName, identity, apiKey }), { tamper: true })).status, 401);
   assert.equal((await relay.keyState(apiKey)).body.state, 'online');
 
+  // An agent's session token minted while the key lived reaches nothing once it is revoked, and
+  // no new one is minted for it.
+  await relay.tokenFor(apiKey);
   assert.equal((await signedWebhook(participantEvent('participant_left', { room: roomName, identity, apiKey }))).status, 200);
   assert.deepEqual((await tab.next('voice-agent:revoked'))[0], { reason: 'revoked' });
+  assert.equal((await relay.requestSession(apiKey)).status, 404);
   const after = await relay.call({ apiKey, toolName: 'OpenPopover' });
   assert.equal(after.status, 404);
   assert.equal(after.body.error.code, 'unknown_key');
@@ -152,15 +146,22 @@ test('LiveKit webhooks: room_finished closes the room\'s sessions and revokes th
   assert.equal((await relay.keyState(b.apiKey)).status, 404);
 });
 
-function vapi(body, headers = { 'x-vapi-secret': VAPI_SECRET }) {
-  return worker.fetch('/vapi/webhook', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+/** `body` as Vapi sends it, signed with the worker's VAPI_SECRET (or `secret`). */
+function vapi(body, { secret = VAPI_SECRET } = {}) {
+  return sendVapi(worker, body, { secret });
 }
 
-test('Vapi tool-calls: two calls, both results in order, single-line strings; errors as strings; wrong secret 401', async () => {
+/** A Vapi call object for `apiKey`, with a session token for it as the call's variable. */
+async function vapiCallFor(apiKey, id = undefined) {
+  return vapiCall(id, apiKey, await relay.tokenFor(apiKey));
+}
+
+test('Vapi tool-calls: two calls, both results in order, single-line strings; errors as strings; a wrong signature 401', async () => {
   const { tab, apiKey } = await cardTab();
+  const call = await vapiCallFor(apiKey, 'call_xyz');
   const message = {
     type: 'tool-calls',
-    call: { id: 'call_xyz', metadata: { apiKey } },
+    call,
     toolCallList: [
       { id: 'tc_1', type: 'function', function: { name: 'draw_card', arguments: { positionLabel: 'Future', promptRole: 'where it goes' } } },
       { id: 'tc_2', type: 'function', function: { name: 'present_to_cassette', arguments: JSON.stringify({ title: 'Code', content: 'line one\nline two' }) } },
@@ -180,7 +181,7 @@ test('Vapi tool-calls: two calls, both results in order, single-line strings; er
   // The toolCalls / parameters variant, unknown tools and invalid arguments: error strings, 200.
   const mixed = await vapi({ message: {
     type: 'tool-calls',
-    call: { metadata: { apiKey } },
+    call,
     toolCalls: [
       { id: 'u1', function: { name: 'no_such_tool', parameters: {} } },
       { id: 'u2', function: { name: 'show_card', parameters: { cardId: 'the-fool' } } },
@@ -195,12 +196,16 @@ test('Vapi tool-calls: two calls, both results in order, single-line strings; er
   assert.deepEqual(JSON.parse(u3.result), { success: true, cardId: 'the-fool', reversed: true });
   assert.equal(tab.received('voice-agent:show_card').length, 1, 'only the valid show_card reached the tab');
 
-  const noKey = await vapi({ message: { type: 'tool-calls', call: { metadata: {} }, toolCallList: [{ id: 'k', function: { name: 'OpenPopover', arguments: {} } }] } });
-  assert.match(noKey.body.results[0].error, /^unknown_key: /);
+  // Without the call's session token nothing is sent.
+  const noToken = await vapi({ message: { type: 'tool-calls', call: vapiCall('k', apiKey), toolCallList: [{ id: 'k', function: { name: 'OpenPopover', arguments: {} } }] } });
+  assert.match(noToken.body.results[0].error, /^unauthorized: /);
 
-  assert.equal((await vapi({ message }, { 'x-vapi-secret': 'wrong-wrong-wrong-wrong' })).status, 401);
-  assert.equal((await vapi({ message }, {})).status, 401);
-  assert.equal((await vapi({ message }, { authorization: `Bearer ${VAPI_SECRET}` })).status, 200);
+  // Signed with another secret, or only carrying the shared secret as earlier versions took it.
+  assert.equal((await vapi({ message }, { secret: 'wrong-wrong-wrong-wrong' })).status, 401);
+  const plain = { 'content-type': 'application/json' };
+  assert.equal((await worker.fetch('/vapi/webhook', { method: 'POST', headers: { ...plain, 'x-vapi-secret': VAPI_SECRET }, body: JSON.stringify({ message }) })).status, 401);
+  assert.equal((await worker.fetch('/vapi/webhook', { method: 'POST', headers: { ...plain, authorization: `Bearer ${VAPI_SECRET}` }, body: JSON.stringify({ message }) })).status, 401);
+  assert.equal(tab.received('voice-agent:OpenPopover').length, 0);
   const other = await vapi({ message: { type: 'status-update', status: 'in-progress' } });
   assert.equal(other.status, 200);
   // The session log counted the calls; end-of-call-report closes it.
@@ -208,9 +213,98 @@ test('Vapi tool-calls: two calls, both results in order, single-line strings; er
   const s = (await sessions()).find((x) => x.key === fp);
   assert.equal(s.source, 'vapi');
   assert.ok(s.tools.draw_card.calls >= 1);
-  await vapi({ message: { type: 'end-of-call-report', call: { metadata: { apiKey } } } });
+  await vapi({ message: { type: 'end-of-call-report', call } });
   assert.equal((await sessions()).find((x) => x.key === fp), undefined);
   tab.close();
+});
+
+test('an answer without the shape of the tool\'s outputSchema fails on every surface (agent API, agent-worker call, Vapi) and is logged as bad_response', async () => {
+  const { tab, apiKey } = await relay.boundTab();
+  // show_card promises {success, cardId, reversed}; this tab answers with less.
+  tab.socket.on('voice-agent:show_card', (p, meta, ack) => ack({ ok: true, result: { success: true } }));
+  const args = { cardId: 'the-fool', reversed: false };
+  const headers = { authorization: `Bearer ${await relay.tokenFor(apiKey)}`, 'x-voice-agent-key': apiKey, 'content-type': 'application/json' };
+  // The agent API: a session in its reading mode (show_card's), as an agent moves there.
+  for (const move of ['enter_spread', 'enter_reading']) {
+    const moved = await worker.fetch(`/agent/tools/${move}`, { method: 'POST', headers, body: '{}' });
+    assert.equal(moved.body.ok, true, JSON.stringify(moved.body));
+  }
+  const viaApi = await worker.fetch('/agent/tools/show_card', { method: 'POST', headers, body: JSON.stringify(args) });
+  assert.equal(viaApi.body.ok, false, JSON.stringify(viaApi.body));
+  assert.equal(viaApi.body.error.code, 'bad_response');
+  assert.match(viaApi.body.error.message, /show_card does not have the declared shape: .*cardId/);
+
+  const viaCli = await runWorker(relay, ['call', apiKey, 'show_card', JSON.stringify(args)]);
+  assert.equal(viaCli.code, 1, viaCli.stdout + viaCli.stderr);
+  assert.equal(viaCli.json.ok, false);
+  assert.equal(viaCli.json.error.code, 'bad_response');
+  assert.match(viaCli.json.callId, /^c_/);
+
+  const viaVapi = await vapi({ message: {
+    type: 'tool-calls',
+    call: await vapiCallFor(apiKey),
+    toolCallList: [{ id: 'shape-1', function: { name: 'show_card', arguments: args } }],
+  } });
+  assert.match(viaVapi.body.results[0].error, /^bad_response: /);
+  assert.equal(tab.received('voice-agent:show_card').length, 3, 'each surface reached the tab, and read its answer');
+
+  // The worker's log counts them as failures, never as ok.
+  const fp = createHash('sha256').update(apiKey).digest('hex').slice(0, 8);
+  const lines = () => worker.logText().split('\n').filter((l) => /tool call/.test(l) && l.includes(`key=${fp}`) && /tool=show_card/.test(l));
+  // The log reaches its file a moment after the answers.
+  await eventually(() => lines().length === 2, 'two show_card lines in the worker log', 5000);
+  assert.equal(lines().length, 2, lines().join('\n'));
+  for (const line of lines()) assert.match(line, /outcome=bad_response/);
+  tab.close();
+});
+
+test('Vapi: the exported mode moves change the session\'s mode', async () => {
+  const { tab, apiKey } = await cardTab();
+  const vapiCallOf = await vapiCallFor(apiKey, 'call_modes');
+  const call = (name) => vapi({ message: {
+    type: 'tool-calls',
+    call: vapiCallOf,
+    toolCallList: [{ id: `m-${name}`, function: { name, arguments: {} } }],
+  } });
+  const entered = await call('enter_spread');
+  assert.equal(entered.status, 200);
+  assert.equal(JSON.parse(entered.body.results[0].result).mode, 'spread', JSON.stringify(entered.body));
+  const fp = createHash('sha256').update(apiKey).digest('hex').slice(0, 8);
+  assert.equal((await sessions()).find((x) => x.key === fp).mode, 'spread');
+  const wrong = await call('enter_followup');
+  assert.match(wrong.body.results[0].error, /^tool_not_allowed: /);
+  await vapi({ message: { type: 'end-of-call-report', call: vapiCallOf } });
+  tab.close();
+});
+
+test('an environment variable set to nothing counts as unset: WORKER_CATALOG= leaves --catalog and the default working', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'empty-env-'));
+  const catalog = join(dir, 'app.json');
+  writeFileSync(catalog, '{"tools": [{"name": "CreateDiagram", "description": "d", "parameters": {"type": "object"}}]}');
+  const given = await runWorker(relay, ['check', '--catalog', catalog], { WORKER_CATALOG: '' });
+  assert.equal(given.code, 0, given.stderr);
+  assert.match(given.stdout, /app\.json: 1 tools/);
+  const none = await runWorker(relay, ['check'], { WORKER_CATALOG: '' });
+  assert.equal(none.code, 0, none.stderr);
+  assert.match(none.stdout, /the default catalog/);
+});
+
+test('catalog export: the mode moves are there, and a format that calls the worker back needs --worker-url', async () => {
+  const openai = await runWorker(relay, ['catalog', 'export', '--format', 'openai']);
+  assert.equal(openai.code, 0, openai.stderr);
+  const names = JSON.parse(openai.stdout).map((t) => t.function.name);
+  for (const move of ['enter_intent', 'enter_spread', 'enter_reading', 'enter_followup', 'enter_default']) assert.ok(names.includes(move), `${move} in ${names}`);
+  const noUrl = await runWorker(relay, ['catalog', 'export', '--format', 'vapi']);
+  assert.equal(noUrl.code, 64);
+  assert.match(noUrl.stderr, /--format vapi needs --worker-url/);
+  assert.equal(noUrl.stdout, '', 'no export with a placeholder URL');
+  const eleven = await runWorker(relay, ['catalog', 'export', '--format', 'elevenlabs', '--worker-url', 'https://worker.example.com', '--mode', 'reading']);
+  assert.equal(eleven.code, 0, eleven.stderr);
+  const tools = JSON.parse(eleven.stdout);
+  assert.deepEqual(tools.map((t) => t.name), ['show_card', 'enter_followup']);
+  assert.equal(tools[1].api_schema.url, 'https://worker.example.com/agent/tools/enter_followup');
+  assert.equal(tools[1].api_schema.request_headers['X-Voice-Agent-Key'], '{{apiKey}}');
+  assert.equal(tools[1].api_schema.request_headers.Authorization, '{{secret__agentAuthorization}}');
 });
 
 test('demo: the scripted walk-through completes against a live tab', async () => {
@@ -226,5 +320,47 @@ test('demo: the scripted walk-through completes against a live tab', async () =>
   const [cassette] = await tab.next('voice-agent:present_to_cassette');
   assert.equal(cassette.title, 'Your spread');
   assert.equal(cassette.content, 'Past: The Fool\nPresent: The Tower (reversed)\nFuture: The Star');
+  // Every product tool, and the modes along the catalog's own moves (the tab is told each).
+  for (const tool of ['OpenPopover', 'loading_status', 'pin_note']) assert.equal(tab.received(`voice-agent:${tool}`).length, 1, tool);
+  assert.deepEqual(tab.received('voice-agent:mode').map((e) => e.args[0].mode), ['default', 'spread', 'reading', 'followup', 'default']);
+  assert.match(demo.stdout, /→ enter_spread\n/);
+  assert.match(demo.stdout, /→ enter_reading\n/);
+  assert.match(demo.stdout, /→ enter_followup\n.*\n→ enter_default\n/);
+  tab.close();
+});
+
+test('demo: a declined card leaves its position empty and the walk goes on to the cassette; set_theme is shown when the page defines it', async () => {
+  const bound = await relay.boundTab();
+  const { tab, apiKey } = bound;
+  tab.socket.on('voice-agent:draw_card', (p, meta, ack) => (p.positionLabel === 'Present'
+    ? ack({ ok: false, error: { code: 'declined', message: 'the user closed the card picker' } })
+    : ack({ ok: true, result: CARDS[p.positionLabel] })));
+  tab.socket.on('voice-agent:show_card', (p, meta, ack) => ack({ ok: true, result: { success: true, cardId: p.cardId, reversed: p.reversed } }));
+  tab.socket.on('voice-agent:set_theme', (p, meta, ack) => ack({ ok: true, result: { theme: p.theme } }));
+  const theme = { name: 'set_theme', description: 'Switch the theme.', parameters: { type: 'object', properties: { theme: { enum: ['light', 'dark'] } }, required: ['theme'] }, awaitResult: true };
+  const declared = await tab.socket.emitWithAck('voice-agent:handles', {
+    tools: ['OpenPopover', 'draw_card', 'loading_status', 'pin_note', 'present_to_cassette', 'set_theme', 'show_card'], pageTools: [theme],
+  });
+  assert.equal(declared.ok, true);
+  const demo = await runWorker(relay, ['demo', apiKey], {}, 30000);
+  assert.equal(demo.code, 0, demo.stdout + demo.stderr);
+  assert.match(demo.stdout, /no card for Present: tool_failed: the user closed the card picker/);
+  assert.match(demo.stdout, /demo finished: every tool shown, 2 of 3 cards drawn/);
+  assert.deepEqual(tab.received('voice-agent:set_theme').map((e) => e.args[0].theme), ['light', 'dark']);
+  assert.equal(tab.received('voice-agent:show_card').length, 2);
+  const [cassette] = await tab.next('voice-agent:present_to_cassette');
+  assert.equal(cassette.content, 'Past: The Fool\nFuture: The Star');
+  tab.close();
+});
+
+test('demo: a catalog without the product\'s tools is refused with the reason', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'demo-catalog-'));
+  const catalog = join(dir, 'app.json');
+  writeFileSync(catalog, '{"tools": [{"name": "CreateDiagram", "description": "d", "parameters": {"type": "object"}}]}');
+  const { tab, apiKey } = await relay.boundTab();
+  const demo = await runWorker(relay, ['demo', apiKey, '--catalog', catalog]);
+  assert.equal(demo.code, 1);
+  assert.match(demo.stdout, /demo not started: unknown_tool: the demo walks the product's own tools, and .*app\.json has no OpenPopover/);
+  assert.equal(tab.events.filter((e) => e.event.startsWith('voice-agent:')).length, 0, 'nothing reached the tab');
   tab.close();
 });

@@ -49,7 +49,16 @@ pub async fn detach_request_head(mut req: axum::extract::Request) -> axum::extra
     req
 }
 
-/// The demo page's files. What the request's path makes impossible to open (a segment longer
+/// Files any page may load, whatever its origin: the client library (`lib/client.js`).
+const PUBLIC_PREFIX: &str = "/lib/";
+
+/// Whether `path` is a file any page may load ([`PUBLIC_PREFIX`]).
+pub(crate) fn is_public(path: &str) -> bool {
+    path.starts_with(PUBLIC_PREFIX)
+}
+
+/// The demo page's files; those under [`PUBLIC_PREFIX`] with `Access-Control-Allow-Origin: *`
+/// (the CORS layer puts the page's own origin instead when it lists it). What the request's path makes impossible to open (a segment longer
 /// than the file system allows, a file used as a directory) is a 404 like any missing file,
 /// never the 500 that `ServeDir` answers for such IO errors.
 pub(crate) async fn static_file(
@@ -58,13 +67,25 @@ pub(crate) async fn static_file(
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
     use std::io::ErrorKind;
+    let public = is_public(request.uri().path());
     match files.try_call(request).await {
         // ServeDir's own 500 comes only from a redirect URI it cannot build from the request's
         // path (a directory asked for without its trailing slash).
         Ok(response) if response.status() == axum::http::StatusCode::INTERNAL_SERVER_ERROR => {
             axum::http::StatusCode::NOT_FOUND.into_response()
         }
-        Ok(response) => response.map(axum::body::Body::new),
+        Ok(response) => {
+            let mut response = response.map(axum::body::Body::new);
+            if public && response.status().is_success() {
+                // The client library is public code that any page may load (a page on another
+                // origin then reports itself why the relay refuses it, if it does).
+                response.headers_mut().insert(
+                    header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                    HeaderValue::from_static("*"),
+                );
+            }
+            response
+        }
         Err(err)
             if matches!(
                 err.kind(),
@@ -89,6 +110,7 @@ pub(crate) async fn static_file(
 pub(crate) async fn placeholder_page() -> axum::response::Html<&'static str> {
     axum::response::Html(
         "<!doctype html><meta charset=utf-8><title>Voice-agent relay</title>\
-         <p>The relay is running. The demo page is not built: run <code>scripts/manage.sh build</code>.</p>",
+         <p>The relay is running. The demo page is not built: <code>scripts/manage.sh start</code> builds it \
+         (or <code>npm ci &amp;&amp; npm run build</code> in <code>web/</code>).</p>",
     )
 }

@@ -91,6 +91,20 @@ fn finish<A: socketioxide::adapter::Adapter>(
     if let Some(cors) = app.cors() {
         router = router.layer(cors);
     }
+    // A page on a refused origin is told nothing by the browser but "failed to fetch": the
+    // relay's log says which origin it was (a synchronous look at one header, no boxing).
+    let noted = app.clone();
+    router = router.layer(tower::util::MapRequestLayer::new(
+        move |request: axum::extract::Request| {
+            if request.headers().contains_key(axum::http::header::ORIGIN)
+                && !pages::is_public(request.uri().path())
+            {
+                let what = format!("{} {}", request.method(), request.uri().path());
+                noted.origins.note(request.headers(), &what);
+            }
+            request
+        },
+    ));
     (router, io)
 }
 
@@ -135,6 +149,7 @@ pub async fn run_connected(
             loop {
                 tick.tick().await;
                 app.store.expire();
+                app.sessions.sweep(crate::tokens::unix_now().as_secs());
             }
         })
     };

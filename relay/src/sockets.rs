@@ -17,6 +17,24 @@ use socketioxide::socket::Sid;
 #[derive(Clone)]
 pub struct BoundKey(pub std::sync::Arc<str>);
 
+/// The tools a socket last declared it handles (`voice-agent:handles`), comma-joined, kept in
+/// its extensions: a fire-and-forget call to a tool outside them is answered `no_handler`
+/// instead of being sent where nothing runs it. A socket that never declared handles every tool.
+#[derive(Clone)]
+pub struct DeclaredTools(pub std::sync::Arc<str>);
+
+impl DeclaredTools {
+    /// Whether `tool` is among the declared tools.
+    pub fn handles(&self, tool: &str) -> bool {
+        handles(&self.0, tool)
+    }
+}
+
+/// Whether a comma-joined declaration names `tool`.
+pub fn handles(joined: &str, tool: &str) -> bool {
+    joined.split(',').any(|name| name == tool)
+}
+
 /// The Socket.IO adapter of a relay running on Redis (socketioxide-redis's, able to aim an emit
 /// at one node: [`crate::targeted`]).
 pub type ClusterAdapter = crate::targeted::TargetedAdapter;

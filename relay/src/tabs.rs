@@ -25,7 +25,7 @@ use socketioxide::handler::ConnectHandler;
 use crate::admission::Admission;
 use crate::app::App;
 use crate::delivery::{dismiss, room};
-use crate::sockets::{BoundKey, ClusterAdapter, RelayAdapter, TabSocket};
+use crate::sockets::{BoundKey, ClusterAdapter, DeclaredTools, RelayAdapter, TabSocket};
 use crate::store::keys::{BindError, Proof};
 use crate::store::{Bound, KeyStore};
 use crate::tokens::{TokenError, VerifiedToken};
@@ -103,8 +103,9 @@ pub async fn attach_cluster(io: &SocketIo<ClusterAdapter>) -> anyhow::Result<()>
     .map_err(|e| anyhow::anyhow!("the Socket.IO Redis adapter could not start: {e}"))
 }
 
-/// Refuses browser sockets from origins outside `RELAY_ALLOWED_ORIGINS` (when it is set).
-/// Clients that send no `Origin` (agents, servers) are not browsers and pass.
+/// Refuses browser sockets from origins other than the relay's own and those
+/// `RELAY_ALLOWED_ORIGINS` lists; the refusal names the origin and is logged. Clients that send
+/// no `Origin` (agents, servers) are not browsers and pass.
 async fn check_origin<A: RelayAdapter>(
     s: SocketRef<A>,
     State(app): State<Arc<App>>,
@@ -112,15 +113,18 @@ async fn check_origin<A: RelayAdapter>(
     let Some(origin) = s.req_parts().headers.get("origin") else {
         return Ok(());
     };
-    let origin = origin.to_str().unwrap_or_default();
-    if app.origin_allowed(origin, s.req_parts().headers.get("host")) {
-        Ok(())
-    } else {
-        Err(Refusal(error_object(
-            ErrorCode::Unauthorized,
-            "this origin may not connect",
-        )))
+    let text = origin.to_str().unwrap_or_default();
+    if app.origin_allowed(text, s.req_parts().headers.get("host")) {
+        return Ok(());
     }
+    app.origins.refused(origin, "socket");
+    let shown: String = text.chars().take(200).collect();
+    Err(Refusal(error_object(
+        ErrorCode::Unauthorized,
+        format!(
+            "the relay refused this page's origin {shown}: RELAY_ALLOWED_ORIGINS does not list it"
+        ),
+    )))
 }
 
 /// Verifies a handshake token. No `auth.token` at all lets the socket connect unbound (it may
@@ -336,6 +340,13 @@ async fn bind(app: &App, s: &TabSocket, key: &str, proof: Proof) -> Result<(), E
     };
     let key: Arc<str> = key.into();
     s.join(room(&key));
+    if s.extensions()
+        .get::<BoundKey>()
+        .is_some_and(|BoundKey(k)| k != key)
+    {
+        // What the socket declared was for the key it held before.
+        s.extensions().remove::<DeclaredTools>();
+    }
     s.extensions().insert(BoundKey(key.clone()));
     if !s.connected() {
         // The socket closed while binding; its disconnect handler may have run before the key
@@ -405,8 +416,10 @@ async fn declare(app: &App, s: &TabSocket, arg: Option<Value>) -> Result<u64, Er
     let max_timeout_ms = u64::try_from(app.config.max_timeout.as_millis()).unwrap_or(u64::MAX);
     let declared = Declaration::parse(&arg.unwrap_or(Value::Null), max_timeout_ms)
         .map_err(|why| error_object(ErrorCode::InvalidRequest, why))?;
+    let names: Arc<str> = declared.joined().into();
     match app.store.declare(&key, s, declared).await {
         Ok(Ok(revision)) => {
+            s.extensions().insert(DeclaredTools(names));
             tracing::debug!(key = %Fp(&key), revision, "tab declared its tools");
             Ok(revision)
         }

@@ -23,6 +23,7 @@ pub fn init(
         json: matches!(format, LogFormat::Json),
         default_filter: "info",
         capped: CAPPED_TARGETS,
+        capped_unless_named: &[],
         stderr: false,
     };
     relay_telemetry::init(

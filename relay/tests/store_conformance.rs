@@ -15,6 +15,8 @@ mod declare;
 mod lanes;
 #[path = "store_conformance/lost.rs"]
 mod lost;
+#[path = "store_conformance/sessions.rs"]
+mod sessions;
 #[path = "store_conformance/tabs.rs"]
 mod tabs;
 #[path = "store_conformance/tls.rs"]
@@ -32,7 +34,7 @@ use relay::store::claims::{Claimed, ReplayBound};
 use relay::store::keys::{Keys, LifecycleConfig};
 use relay::store::lifecycle::{self, BindError, Event, Facts, Phase, Shown, Transition};
 use relay::store::redis::{Bound, Cluster, Revoked, Settings};
-use relay::store::{KeyStore, MemoryStore, RedisStore};
+use relay::store::{KeyStore, MemoryStore, RedisStore, SessionLimits};
 use relay::tokens::unix_now;
 use relay_wire::KeyState;
 
@@ -40,8 +42,19 @@ const UNBOUND_TTL: Duration = Duration::from_millis(300);
 const GRACE: Duration = Duration::from_millis(300);
 /// A key's in-flight calls, on both stores.
 const MAX_INFLIGHT: usize = 4;
-/// Calls one agent may start in a second (high: the suite does not test it).
-const AGENT_RATE: u32 = 100_000;
+/// What one agent session may take: fewer slots than its key has; many calls a second (the
+/// rate is counted in the same script as the slots, and tested end to end).
+const LIMITS: SessionLimits = SessionLimits {
+    max_inflight: 2,
+    rate_per_sec: 100_000,
+};
+/// A session for the cases that are not about sessions.
+const SESSION: &str = "s_00000000000000000000000000000000aaaaaaaaaaaaaaaa";
+
+/// Session `n` of `key` (its id names the key, as a minted one does).
+fn session_of(key: &str, n: u8) -> String {
+    relay_wire::session::new_session_id(&relay_wire::session::key_digest(key), [n; 8])
+}
 
 fn lifecycle() -> LifecycleConfig {
     LifecycleConfig {
@@ -68,6 +81,7 @@ fn in_an_hour() -> u64 {
 async fn suite(store: &impl KeyStore) {
     let tabs = tabs::Tabs::start();
     binding::cases(store, &tabs).await;
+    sessions::cases(store).await;
     declare::cases(store, &tabs).await;
     unknown_key(store).await;
     issue_then_status(store).await;
@@ -261,7 +275,7 @@ async fn an_outcome_is_kept_for_the_window(store: &impl KeyStore) {
 /// outcome) take no real time. Redis keeps its own clock, so its run sleeps for real.
 #[tokio::test(start_paused = true)]
 async fn memory_store() {
-    suite(&MemoryStore::new(local_keys(), TOKENS_PER_MIN, BOUND).with_agents(1, AGENT_RATE)).await;
+    suite(&MemoryStore::new(local_keys(), TOKENS_PER_MIN, BOUND).with_sessions(LIMITS)).await;
 }
 
 /// A `redis-server` of the test's own, killed when dropped.
@@ -326,8 +340,8 @@ async fn connect_to(url: &str, ca: Option<Vec<u8>>) -> Arc<Cluster> {
 async fn redis_store() {
     let server = start_redis();
     let cluster = connect(server.port).await;
-    let store = RedisStore::new(cluster.clone(), local_keys(), TOKENS_PER_MIN, BOUND)
-        .with_agents(&[[7; 32]], AGENT_RATE);
+    let store =
+        RedisStore::new(cluster.clone(), local_keys(), TOKENS_PER_MIN, BOUND).with_sessions(LIMITS);
     suite(&store).await;
     lanes::a_bind_storm_delays_neither_heartbeat_nor_lookup(&cluster).await;
 }
@@ -358,8 +372,7 @@ async fn redis_store_over_tls_with_an_acl_user() {
         plain.is_err(),
         "a TLS-only server refuses plain connections"
     );
-    let store = RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN, BOUND)
-        .with_agents(&[[7; 32]], AGENT_RATE);
+    let store = RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN, BOUND).with_sessions(LIMITS);
     suite(&store).await;
 }
 
@@ -370,8 +383,8 @@ async fn redis_store_on_a_cluster() {
         .await
         .expect("the cluster starts");
     let cluster = connect_to(&servers.url(), None).await;
-    let store = RedisStore::new(cluster.clone(), local_keys(), TOKENS_PER_MIN, BOUND)
-        .with_agents(&[[7; 32]], AGENT_RATE);
+    let store =
+        RedisStore::new(cluster.clone(), local_keys(), TOKENS_PER_MIN, BOUND).with_sessions(LIMITS);
     suite(&store).await;
     lanes::a_bind_storm_delays_neither_heartbeat_nor_lookup(&cluster).await;
     tokio::task::spawn_blocking(move || cluster::check_config(&servers))

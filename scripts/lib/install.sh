@@ -107,3 +107,59 @@ e2e_deps() {
     (cd "$ROOT/e2e" && npm ci --no-audit --no-fund >/dev/null) || die "npm ci failed in $ROOT/e2e"
   fi
 }
+
+# What the deploy tests (e2e/deploy) need to build the image and run the stacks: podman (as
+# root, with scripts/lib/containers.conf: this machine's ulimits, runc), catatonit (pods),
+# debootstrap, podman-compose 1.6.0 (PyPI, in its own venv: Debian's 1.0.3 leaves networks
+# behind), a Debian bookworm base made by debootstrap (no registry is reachable; cached as a
+# tarball in $TOOLS_DIR/containers) and the stand-ins for the public images the deploy files
+# name (e2e/deploy/bases.Containerfile; LiveKit's from the binary ensure_livekit installs).
+# Everything is skipped or taken from podman's layer cache when it is there already.
+ensure_containers() {
+  local dir="$TOOLS_DIR/containers" missing=()
+  export CONTAINERS_CONF="$ROOT/scripts/lib/containers.conf"
+  command -v podman >/dev/null 2>&1 || missing+=(podman)
+  command -v catatonit >/dev/null 2>&1 || [[ -x /usr/libexec/podman/catatonit ]] || missing+=(catatonit)
+  command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+  if ((${#missing[@]})); then
+    [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1 || die "the deploy tests need: ${missing[*]} (apt-get install -y ${missing[*]})"
+    say "installing the container tools: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  mkdir -p "$dir"
+  if ! "$dir/venv/bin/podman-compose" --version 2>/dev/null | grep -q 'podman-compose version 1\.6\.0'; then
+    say "installing podman-compose 1.6.0 into $dir/venv…"
+    python3 -m venv "$dir/venv" || die "cannot make a venv at $dir/venv (apt-get install -y python3-venv)"
+    "$dir/venv/bin/pip" install -q --disable-pip-version-check --cache-dir "$TOOLS_DIR/pip-cache" podman-compose==1.6.0
+  fi
+  local base=localhost/va-base/debian:bookworm tarball="$dir/debian-bookworm-minbase.tar"
+  # podman's image store is the machine's: a checkout that finds the base there needs no tarball.
+  if ! podman image exists "$base" && [[ ! -s "$tarball" ]]; then
+    local rootfs="$dir/rootfs"
+    rm -rf "$rootfs"
+    say "making the Debian bookworm base with debootstrap (a minute or more)…"
+    debootstrap --variant=minbase bookworm "$rootfs" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}" >"$dir/debootstrap.log" 2>&1 ||
+      { tail -n 20 "$dir/debootstrap.log" >&2; die "debootstrap failed (log: $dir/debootstrap.log)"; }
+    # As slim as debian:bookworm-slim: no package lists, caches, documentation or locales.
+    rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/* "$rootfs"/usr/share/doc/* \
+      "$rootfs"/usr/share/man/* "$rootfs"/usr/share/locale/* "$rootfs"/var/log/*.log
+    tar -C "$rootfs" -cf "$tarball.part" . && mv "$tarball.part" "$tarball"
+    rm -rf "$rootfs"
+  fi
+  if ! podman image exists "$base"; then
+    say "importing the Debian base as $base…"
+    podman import -q "$tarball" "$base" >/dev/null || die "podman import of $tarball failed"
+  fi
+  local target
+  for target in tools rust node redis haproxy; do
+    podman build -q --pull=never --format docker --target "$target" -t "localhost/va-base/$target" \
+      -f "$ROOT/e2e/deploy/bases.Containerfile" "$ROOT/e2e/deploy" >/dev/null ||
+      die "the stand-in image $target did not build (podman build --target $target -f e2e/deploy/bases.Containerfile e2e/deploy)"
+  done
+  ensure_livekit
+  mkdir -p "$dir/livekit"
+  cp -u "$(livekit_bin)" "$dir/livekit/livekit-server"
+  podman build -q --pull=never --format docker --target livekit -t localhost/va-base/livekit \
+    -f "$ROOT/e2e/deploy/bases.Containerfile" "$dir/livekit" >/dev/null || die "the LiveKit stand-in image did not build"
+}

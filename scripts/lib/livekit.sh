@@ -45,7 +45,7 @@ yaml_str() { printf "'%s'" "${1//\'/\'\'}"; }
 # worker signed with the same key, its Prometheus metrics on 127.0.0.1:$LIVEKIT_METRICS_PORT
 # (6789 by default; 0 turns them off).
 write_livekit_config() {
-  local cfg="$RUN_DIR/livekit.yaml"
+  local cfg="${1:-$RUN_DIR/livekit.yaml}"
   mkdir -p "$RUN_DIR"
   (
     umask 077
@@ -70,6 +70,15 @@ logging:
 YAML
   )
   printf '%s' "$cfg"
+}
+
+# True when the config start would write now differs from the one the running server read.
+livekit_config_changed() {
+  local next="$RUN_DIR/livekit.yaml.next" rc=1
+  write_livekit_config "$next" >/dev/null
+  cmp -s "$next" "$RUN_DIR/livekit.yaml" || rc=0
+  rm -f "$next"
+  return "$rc"
 }
 
 # Refuses settings the local LiveKit server would not run well with; checks the generated config

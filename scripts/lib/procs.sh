@@ -71,9 +71,12 @@ stop_pid() {
   fi
   local pid; pid="$(cat "$pidfile")"
   kill -TERM "$pid" 2>/dev/null || true
-  # The relay drains for up to RELAY_DRAIN_MS (10 s by default); wait a little longer.
-  for _ in $(seq 1 150); do
+  # The relay drains for up to RELAY_DRAIN_MS (10 s by default); wait a little longer. The
+  # LiveKit server waits on its first signal for every participant to leave the rooms; a second
+  # one shuts it down at once (the rooms end either way).
+  for i in $(seq 1 150); do
     kill -0 "$pid" 2>/dev/null || break
+    if [[ "$name" == livekit && "$i" == 10 ]]; then kill -TERM "$pid" 2>/dev/null || true; fi
     sleep 0.1
   done
   if kill -0 "$pid" 2>/dev/null; then

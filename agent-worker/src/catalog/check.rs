@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use relay_wire::TOOL_FIELDS;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -33,6 +34,9 @@ pub fn is_mode_id(id: &str) -> bool {
     relay_wire::is_mode_id(id) && id.len() <= MAX_MODE_ID
 }
 
+/// The fields a mode may have.
+const MODE_FIELDS: [&str; 4] = ["id", "instructions", "next", "nested"];
+
 struct Checker<'d, 'a> {
     doc: &'d Document<'a>,
     problems: Vec<Problem>,
@@ -42,6 +46,28 @@ impl Checker<'_, '_> {
     fn at(&mut self, path: &[Step], message: impl Into<String>) {
         let problem = self.doc.problem(path, message);
         self.problems.push(problem);
+    }
+
+    /// Reports every field of the object at `path` that is not one of `known` (each at its
+    /// place), and answers the object without them, so the rest of it is checked too.
+    fn known_fields(&mut self, path: &[Step], raw: &Value, known: &[&str], what: &str) -> Value {
+        let Some(object) = raw.as_object() else {
+            return raw.clone();
+        };
+        let mut kept = Map::new();
+        for (name, value) in object {
+            if known.contains(&name.as_str()) {
+                kept.insert(name.clone(), value.clone());
+            } else {
+                let mut at = path.to_vec();
+                at.push(field(name));
+                self.at(
+                    &at,
+                    format!("is not a {what} field (expected {})", known.join(", ")),
+                );
+            }
+        }
+        Value::Object(kept)
     }
 }
 
@@ -69,6 +95,8 @@ pub(super) fn check(file: &str, text: &str) -> Result<Catalog, Vec<Problem>> {
     let (modes, initial) = check_modes(&mut c, root);
     let tools = check_tools(&mut c, root, &modes);
     if !c.problems.is_empty() {
+        // In the file's order, as an editor lists them (those without a line first).
+        c.problems.sort_by_key(|p| p.place.line);
         return Err(c.problems);
     }
     Ok(Catalog {
@@ -122,7 +150,8 @@ fn check_modes(
     let mut order: Vec<(usize, String)> = Vec::new();
     for (i, raw) in list.iter().enumerate() {
         let here = || vec![field("modes"), Step::Index(i)];
-        let def: ModeDef = match serde_json::from_value(raw.clone()) {
+        let raw = c.known_fields(&here(), raw, &MODE_FIELDS, "mode");
+        let def: ModeDef = match serde_json::from_value(raw) {
             Ok(def) => def,
             Err(e) => {
                 c.at(&here(), format!("is not a mode: {e}"));
@@ -245,7 +274,29 @@ fn check_tools(
             p.extend_from_slice(rest);
             p
         };
-        let spec: ToolSpec = match serde_json::from_value(raw.clone()) {
+        let unknown_before = c.problems.len();
+        let mut raw = c.known_fields(&at(&[]), raw, &TOOL_FIELDS, "tool");
+        // Each missing field is named, and stands in so that the rest of the tool is checked
+        // too (the tool is refused for what is missing).
+        if let Some(object) = raw.as_object_mut() {
+            let stand_ins = [
+                ("name", Value::String(format!("tool{i}"))),
+                ("description", Value::String("-".into())),
+                ("parameters", serde_json::json!({"type": "object"})),
+            ];
+            for (name, stand_in) in stand_ins {
+                if !object.contains_key(name) {
+                    c.at(
+                        &at(&[]),
+                        format!(
+                            "has no {name} (a tool needs a name, a description and parameters)"
+                        ),
+                    );
+                    object.insert(name.to_owned(), stand_in);
+                }
+            }
+        }
+        let spec: ToolSpec = match serde_json::from_value(raw) {
             Ok(spec) => spec,
             Err(e) => {
                 c.at(&at(&[]), format!("is not a tool: {e}"));
@@ -254,7 +305,7 @@ fn check_tools(
         };
         let name = spec.name.clone();
         let tag = format!(" (tool {name:?})");
-        let mut fine = true;
+        let mut fine = c.problems.len() == unknown_before;
         if let Some((first, _)) = names.iter().find(|(_, n)| *n == name) {
             c.at(
                 &at(&[field("name")]),

@@ -86,6 +86,28 @@ impl Move<'_> {
         }
     }
 
+    /// What the move's tool tells the agent's model: where it leads and what to do there.
+    /// `target` is the mode it leads to, when known (leaving returns to whichever mode the
+    /// session came from, known only in a session).
+    pub fn description(&self, target: Option<&Mode>) -> String {
+        let text = match (self, target) {
+            (Move::Enter(_), Some(t)) => format!(
+                "Move the conversation to its {} mode. In that mode: {}",
+                t.id, t.instructions
+            ),
+            (Move::Enter(id), None) => format!("Move the conversation to its {id} mode."),
+            (Move::Leave(from), Some(t)) => format!(
+                "Leave the {from} mode and return to the {} mode. In that mode: {}",
+                t.id, t.instructions
+            ),
+            (Move::Leave(from), None) => format!(
+                "Leave the {from} mode and return to the mode the conversation was in before \
+                 (the answer gives its instructions)."
+            ),
+        };
+        text.trim_end().trim_end_matches(':').to_owned()
+    }
+
     /// The move a tool name stands for, if it is one (whether or not the mode exists).
     pub fn of(tool: &str) -> Option<Move<'_>> {
         if let Some(id) = tool.strip_prefix(ENTER_PREFIX) {

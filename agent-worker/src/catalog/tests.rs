@@ -181,8 +181,8 @@ fn broken_catalogs_are_refused_with_their_place() {
         (
             "a misspelt field",
             json!({"tools": [{"name": "A", "description": "a", "parameters": {"type": "object"}, "awaitResults": true}]}),
-            "tools[0]",
-            "unknown field `awaitResults`",
+            "tools[0].awaitResults",
+            "is not a tool field (expected name, description, parameters, outputSchema, awaitResult, timeoutMs, modes)",
         ),
         (
             "a tool named like a mode move",
@@ -253,31 +253,147 @@ fn every_problem_is_listed_at_once() {
 }
 
 #[test]
+fn every_unknown_field_is_named_and_problems_come_in_the_files_order() {
+    // Tools before modes in the file; two misspelt fields in one tool, one in a mode.
+    let text = r#"{
+  "tools": [
+    {"name": "A", "description": "a", "parameters": {"type": "object"},
+     "awaitResults": true,
+     "timeout": 5000,
+     "modes": ["b"]}
+  ],
+  "modes": [
+    {"id": "a", "next": ["b"], "nest": true},
+    {"id": "b", "next": ["zz"]}
+  ]
+}"#;
+    let problems = Catalog::parse("app.json", text).unwrap_err();
+    let listed: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    let paths: Vec<&str> = problems.iter().map(|p| p.place.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "tools[0].awaitResults",
+            "tools[0].timeout",
+            "modes[0].nest",
+            "modes[1].next[0]"
+        ],
+        "{listed:#?}"
+    );
+    let lines: Vec<usize> = problems.iter().map(|p| p.place.line.unwrap().0).collect();
+    assert_eq!(lines, [4, 5, 9, 10], "{listed:#?}");
+
+    // What is missing is named, and the rest of the tool is checked all the same.
+    let problems = Catalog::parse("app.json", r#"{"tools": [{"name": "x y"}]}"#).unwrap_err();
+    let messages: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(messages.len(), 3, "{messages:#?}");
+    assert!(
+        messages[0].ends_with(
+            "tools[0]: has no description (a tool needs a name, a description and parameters)"
+        ),
+        "{messages:#?}"
+    );
+    assert!(
+        messages[1].contains("tools[0]: has no parameters"),
+        "{messages:#?}"
+    );
+    assert!(
+        messages[2].contains("tools[0].name: \"x y\" is not a tool name"),
+        "{messages:#?}"
+    );
+}
+
+#[test]
 fn exports_for_platforms_that_keep_their_own_tools() {
     let catalog = parse(diagram_app()).unwrap();
     let target = Target {
         mode: Some("review"),
         worker_url: Some("https://worker.example.com/"),
     };
-    let openai = export(&catalog, Format::Openai, &target);
-    assert_eq!(openai.as_array().unwrap().len(), 2);
-    assert_eq!(openai[0]["function"]["name"], "SaveDiagram");
-    let vapi = export(&catalog, Format::Vapi, &target);
+    let openai = export(&catalog, Format::Openai, &target).unwrap();
+    let names = |v: &Value, pointer: &str| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.pointer(pointer).unwrap().as_str().unwrap().to_owned())
+            .collect()
+    };
+    // The review mode's tool, and its move back to editing.
+    assert_eq!(
+        names(&openai, "/function/name"),
+        ["SaveDiagram", "ShowHelp", "enter_editing"]
+    );
+    assert_eq!(
+        openai[2]["function"]["parameters"],
+        json!({"type": "object", "properties": {}, "additionalProperties": false})
+    );
+    assert!(
+        openai[2]["function"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("Edit diagrams."),
+        "a move says what the mode it leads to is for"
+    );
+    let vapi = export(&catalog, Format::Vapi, &target).unwrap();
     assert_eq!(
         vapi[0]["server"]["url"],
         "https://worker.example.com/vapi/webhook"
     );
     assert_eq!(vapi[0]["async"], true);
-    let eleven = export(&catalog, Format::Elevenlabs, &Target::default());
-    assert_eq!(eleven.as_array().unwrap().len(), 3);
+    assert_eq!(vapi[2]["async"], false, "a move's answer is read");
+    let url = Target {
+        mode: None,
+        worker_url: Some("https://w.example"),
+    };
+    let eleven = export(&catalog, Format::Elevenlabs, &url).unwrap();
+    // Every tool, then every move: into each mode some mode lists, out of the nested one.
+    assert_eq!(
+        names(&eleven, "/name"),
+        [
+            "CreateDiagram",
+            "SaveDiagram",
+            "ShowHelp",
+            "enter_review",
+            "enter_help",
+            "enter_editing",
+            "leave_help"
+        ]
+    );
     assert_eq!(
         eleven[0]["api_schema"]["url"],
-        "https://WORKER_HOST/agent/tools/CreateDiagram"
+        "https://w.example/agent/tools/CreateDiagram"
+    );
+    assert_eq!(
+        eleven[6]["api_schema"]["url"],
+        "https://w.example/agent/tools/leave_help"
     );
     assert_eq!(
         eleven[0]["api_schema"]["request_headers"]["X-Voice-Agent-Key"],
-        "{{va_key}}"
+        "{{apiKey}}"
     );
+    // The conversation's own session token, never a server's secret.
+    assert_eq!(
+        eleven[0]["api_schema"]["request_headers"]["Authorization"],
+        "{{secret__agentAuthorization}}"
+    );
+    // The formats that call the worker back need its URL; a mode must exist.
+    let no_url = export(&catalog, Format::Vapi, &Target::default()).unwrap_err();
+    assert!(no_url.to_string().contains("--worker-url"), "{no_url}");
+    assert!(
+        export(&catalog, Format::Elevenlabs, &Target::default()).is_err(),
+        "no silent placeholder URL"
+    );
+    assert!(export(&catalog, Format::Openai, &Target::default()).is_ok());
+    let bad = Target {
+        mode: None,
+        worker_url: Some("worker.example.com"),
+    };
+    assert!(export(&catalog, Format::Vapi, &bad).is_err());
+    let unknown = Target {
+        mode: Some("nope"),
+        worker_url: None,
+    };
+    assert!(export(&catalog, Format::Openai, &unknown).is_err());
 }
 
 #[test]

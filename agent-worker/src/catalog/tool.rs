@@ -60,10 +60,12 @@ fn shape(field: &'static str, message: impl Into<String>) -> ToolShapeError {
     }
 }
 
-/// A declared tool with its argument schema compiled.
+/// A declared tool with its schemas compiled.
 pub struct Tool {
     pub spec: ToolSpec,
     validator: jsonschema::Validator,
+    /// The answer's schema, when the tool declares one.
+    output: Option<jsonschema::Validator>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -123,11 +125,15 @@ impl Tool {
                 .map_err(|m| problems.push(shape("parameters", m)))
                 .ok()
         };
+        let mut output_validator = None;
         if let Some(output) = &spec.output_schema {
             if !output.is_object() {
                 problems.push(shape("outputSchema", "must be a JSON Schema object"));
-            } else if let Err(m) = compile(output) {
-                problems.push(shape("outputSchema", m));
+            } else {
+                match compile(output) {
+                    Ok(v) => output_validator = Some(v),
+                    Err(m) => problems.push(shape("outputSchema", m)),
+                }
             }
             if !spec.await_result {
                 problems.push(shape(
@@ -145,26 +151,18 @@ impl Tool {
             ));
         }
         match validator {
-            Some(validator) if problems.is_empty() => Ok(Tool { spec, validator }),
+            Some(validator) if problems.is_empty() => Ok(Tool {
+                spec,
+                validator,
+                output: output_validator,
+            }),
             _ => Err(problems),
         }
     }
 
     /// Checks the arguments of one call against the tool's schema.
     pub fn validate(&self, args: &Value) -> Result<(), ToolError> {
-        let problems: Vec<String> = self
-            .validator
-            .iter_errors(args)
-            .take(MAX_REPORTED_ERRORS)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                if path.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{path}: {e}")
-                }
-            })
-            .collect();
+        let problems = problems(&self.validator, args);
         if problems.is_empty() {
             Ok(())
         } else {
@@ -181,11 +179,47 @@ impl Tool {
 
     /// Checks a tab's answer against the declared output schema; true when none is declared.
     pub fn answer_fits(&self, answer: &Value) -> bool {
-        self.spec
-            .output_schema
-            .as_ref()
-            .is_none_or(|schema| jsonschema::is_valid(schema, answer))
+        self.output.as_ref().is_none_or(|v| v.is_valid(answer))
     }
+
+    /// Checks a tab's answer against the declared output schema (none declared: any answer
+    /// fits). An answer of another shape is `bad_response`, whichever surface asked: the agent
+    /// would otherwise act on something the tool never promised.
+    pub fn check_answer(&self, answer: &Value) -> Result<(), ToolError> {
+        let Some(output) = &self.output else {
+            return Ok(());
+        };
+        let problems = problems(output, answer);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ToolError::new(
+                Code::BadResponse,
+                format!(
+                    "the screen's answer to {} does not have the declared shape: {}",
+                    self.spec.name,
+                    problems.join("; ")
+                ),
+            ))
+        }
+    }
+}
+
+/// What `validator` finds wrong with `value`, each with its path (at most
+/// [`MAX_REPORTED_ERRORS`]).
+fn problems(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {
+    validator
+        .iter_errors(value)
+        .take(MAX_REPORTED_ERRORS)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                e.to_string()
+            } else {
+                format!("{path}: {e}")
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 pub mod config;
 pub mod observe;
 mod serve;
+pub mod serve_config;
 
 use std::process::ExitCode;
 
@@ -15,7 +16,10 @@ use crate::catalog::export::{self, Target};
 use crate::client::{CallOptions, ClientConfig, RelayClient};
 use crate::demo;
 use crate::error::{Code, ToolError};
-use config::{CatalogCommand, Cli, Command, EXIT_CONFIG, ServeConfig, agent_secret};
+use config::{CatalogCommand, Cli, CliCredential, Command, EXIT_CONFIG, cli_credential};
+use relay_wire::Secret;
+use relay_wire::session::SessionRequest;
+use serve_config::ServeConfig;
 
 fn config_error(err: impl std::fmt::Display) -> ExitCode {
     eprintln!("agent-worker: {err}");
@@ -37,12 +41,30 @@ fn catalog(cli: &Cli) -> Result<Catalog, ExitCode> {
     })
 }
 
-fn client(cli: &Cli) -> Result<RelayClient, ExitCode> {
-    let secret = agent_secret(&cli.relay).map_err(config_error)?;
-    RelayClient::new(ClientConfig::new(&cli.relay.relay_url, secret)).map_err(|e| {
-        eprintln!("agent-worker: {e}");
-        ExitCode::FAILURE
-    })
+/// The relay client of `call` and `demo`, and the session token they act on `api_key` with:
+/// the one given, or one the operators' credential mints for that key alone. The client holds
+/// that token too, so what it reads and sets of the tab (its state, its mode) is what the token
+/// may, and the operators' credential serves only to mint it.
+async fn acting_on(cli: &Cli, api_key: &str) -> Result<(RelayClient, String), ExitCode> {
+    let client = |credential: Secret| {
+        RelayClient::new(ClientConfig::new(&cli.relay.relay_url, credential)).map_err(|e| {
+            eprintln!("agent-worker: {e}");
+            ExitCode::FAILURE
+        })
+    };
+    let token = match cli_credential(&cli.relay).map_err(config_error)? {
+        CliCredential::Token(token) => token,
+        CliCredential::Operator(operator) => {
+            match client(operator)?
+                .mint_session(&SessionRequest::for_key(api_key))
+                .await
+            {
+                Ok(session) => Secret::new(session.token),
+                Err(e) => return Err(fail(&e)),
+            }
+        }
+    };
+    Ok((client(token.clone())?, token.expose().to_owned()))
 }
 
 /// Logs only, on standard error (the one-shot commands export no spans).
@@ -77,11 +99,11 @@ pub async fn run(cli: Cli) -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            let client = match client(&cli) {
-                Ok(c) => c,
+            init_tracing(false, "warn");
+            let (client, token) = match acting_on(&cli, api_key).await {
+                Ok(acting) => acting,
                 Err(code) => return code,
             };
-            init_tracing(false, "warn");
             let params: Option<Value> = match params.as_deref().map(serde_json::from_str) {
                 None => None,
                 Some(Ok(v)) => Some(v),
@@ -99,7 +121,8 @@ pub async fn run(cli: Cli) -> ExitCode {
                 timeout_ms: *timeout_ms,
                 ..CallOptions::default()
             };
-            match catalog.tool(tool_name) {
+            let known = catalog.tool(tool_name);
+            match known {
                 Some(tool) => {
                     let args = params.clone().unwrap_or_else(|| json!({}));
                     if let Err(e) = tool.validate(&args) {
@@ -114,10 +137,17 @@ pub async fn run(cli: Cli) -> ExitCode {
                 ),
             }
             match client
-                .call(api_key, tool_name, params.as_ref(), &options)
+                .call(&token, api_key, tool_name, params.as_ref(), &options)
                 .await
             {
                 Ok(ok) => {
+                    // The answer must have the shape the catalog promises, as on every surface.
+                    if let (Some(tool), Some(result)) = (known, &ok.result)
+                        && let Err(mut e) = tool.check_answer(result)
+                    {
+                        e.call_id = Some(ok.call_id.clone());
+                        return fail(&e);
+                    }
                     let mut out = json!({"ok": true, "callId": ok.call_id});
                     if let Some(result) = ok.result {
                         out["result"] = result;
@@ -129,14 +159,20 @@ pub async fn run(cli: Cli) -> ExitCode {
             }
         }
         Command::Demo { api_key } => {
-            let client = match client(&cli) {
+            let catalog = match catalog(&cli) {
                 Ok(c) => c,
                 Err(code) => return code,
             };
             init_tracing(false, "warn");
-            let worker = Worker::new(client);
+            let (client, token) = match acting_on(&cli, api_key).await {
+                Ok(acting) => acting,
+                Err(code) => return code,
+            };
+            // The tab's own page tools (the demo page's set_theme) are shown too: the demo runs
+            // against the user's own tab.
+            let worker = Worker::with_catalog(client, catalog, true);
             let mut out = std::io::stdout();
-            match demo::run(&worker, api_key, &mut out).await {
+            match demo::run(&worker, api_key, &token, &mut out).await {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(_) => ExitCode::FAILURE,
             }
@@ -157,21 +193,20 @@ pub async fn run(cli: Cli) -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            if let Some(mode) = mode.as_deref()
-                && catalog.mode(mode).is_none()
-            {
-                return config_error(format!("{} has no mode {mode:?}", catalog.source()));
-            }
             let target = Target {
                 mode: mode.as_deref(),
                 worker_url: worker_url.as_deref(),
             };
-            let tools = export::export(&catalog, *format, &target);
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&tools).unwrap_or_default()
-            );
-            ExitCode::SUCCESS
+            match export::export(&catalog, *format, &target) {
+                Ok(tools) => {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&tools).unwrap_or_default()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => config_error(e),
+            }
         }
         Command::CheckConfig(serve_args) => {
             if let Err(e) = ServeConfig::from_args(&cli.relay, serve_args) {
@@ -197,15 +232,11 @@ pub async fn run(cli: Cli) -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            // rmcp logs every session and notification at info: warnings are enough here.
-            let telemetry = match crate::telemetry::init(
-                config.json_logs,
-                "info,rmcp=warn",
-                &config.observe.telemetry,
-            ) {
-                Ok(t) => t,
-                Err(e) => return config_error(e),
-            };
+            let telemetry =
+                match crate::telemetry::init(config.json_logs, "info", &config.observe.telemetry) {
+                    Ok(t) => t,
+                    Err(e) => return config_error(e),
+                };
             let status = match serve::run(&cli, config, catalog).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

@@ -75,7 +75,7 @@ pub struct EventsQuery {
         ("id" = String, Path, pattern = "^s_[0-9a-f]{16}$", description = "The session's id, as `GET /sessions` lists it"),
         EventsQuery,
     ),
-    security(("agent_secret" = [])),
+    security(("operator_secret" = [])),
     responses(
         (status = 200, description = "The session's events after `after`", body = Page),
         (status = 400, description = "`invalid_request`: a bad `after` or `waitMs`", body = ErrorAnswer),
@@ -89,9 +89,7 @@ pub(crate) async fn session_events(
     id: Result<Path<String>, PathRejection>,
     query: Result<Query<EventsQuery>, QueryRejection>,
 ) -> Result<axum::Json<Page>, ApiError> {
-    if !state.operator_authorized(&headers) {
-        return Err(ApiError::agent_secret());
-    }
+    state.operator(&headers)?;
     let Path(id) = id.map_err(|_| ApiError::invalid("the session id in the path is not valid"))?;
     let Query(query) =
         query.map_err(|e| ApiError::invalid(format!("bad query: {}", e.body_text())))?;

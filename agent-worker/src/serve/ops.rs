@@ -101,19 +101,17 @@ pub(crate) async fn metrics(State(state): State<Arc<ServeState>>) -> Response {
     path = "/sessions",
     tag = "operations",
     operation_id = "sessions",
-    security(("agent_secret" = [])),
+    security(("operator_secret" = [])),
     responses(
-        (status = 200, description = "The open sessions, and the closed ones still kept", body = super::openapi::SessionList),
-        (status = 401, description = "`unauthorized`: missing or wrong operators' credential", body = ErrorAnswer),
+        (status = 200, description = "The open sessions, and the closed ones still kept", body = super::params::SessionList),
+        (status = 401, description = "`unauthorized`: missing or wrong operators' credential (a session token never lists sessions)", body = ErrorAnswer),
     )
 )]
 pub(crate) async fn sessions(
     State(state): State<Arc<ServeState>>,
     headers: HeaderMap,
 ) -> Result<axum::Json<Value>, ApiError> {
-    if !state.operator_authorized(&headers) {
-        return Err(ApiError::agent_secret());
-    }
+    state.operator(&headers)?;
     let closed: Vec<ClosedSession> = state
         .worker
         .sessions

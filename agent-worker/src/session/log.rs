@@ -235,8 +235,9 @@ impl Sessions {
         let ms = took.as_millis() as u64;
         let mode = self.mode(key);
         let mode = mode.as_deref().unwrap_or("-");
-        let outcome_name = outcome.err().map_or("ok", Code::as_str);
-        tracing::info!(key = %Fp(key), tool, mode, duration_ms = ms, outcome = outcome_name, call_id, trace_id, "tool call");
+        // Displayed, not quoted: `grep 'tool=CreateDiagram'` finds the line.
+        let result = outcome.err().map_or("ok", Code::as_str);
+        tracing::info!(key = %Fp(key), tool = %tool, mode = %mode, duration_ms = ms, outcome = %result, call_id, trace_id, "tool call");
         let label = if self.catalog.current().claims(tool) {
             tool
         } else {

@@ -10,6 +10,7 @@ pub mod modes;
 pub mod offer;
 pub mod page;
 mod tab;
+mod tell;
 pub mod timeline;
 
 use std::collections::VecDeque;
@@ -96,6 +97,11 @@ impl Session {
     }
 }
 
+/// How long the relay is told a session's mode again while it does not know the key (its tab
+/// binds again after the relay restarted), and how often.
+const TELL_RETRY: Duration = Duration::from_secs(30);
+const TELL_AGAIN: Duration = Duration::from_millis(500);
+
 /// How long a session that ended with its participant leaving is remembered: an agent that goes
 /// on calling for that key meanwhile gets `unknown_key` instead of a fresh session.
 const ENDED_KEEP: Duration = Duration::from_secs(10 * 60);
@@ -104,6 +110,8 @@ const MAX_ENDED: usize = 100_000;
 
 pub struct Sessions {
     map: DashMap<String, Arc<Session>>,
+    /// The open sessions' keys by their digest (how a session token names a key).
+    digests: DashMap<String, String>,
     /// Keys whose participant left (their key was revoked), with when.
     ended: DashMap<String, Instant>,
     catalog: catalog::Shared,
@@ -130,6 +138,7 @@ impl Sessions {
     pub fn new(catalog: catalog::Shared, client: RelayClient, page_tools: bool) -> Self {
         Sessions {
             map: DashMap::new(),
+            digests: DashMap::new(),
             ended: DashMap::new(),
             catalog,
             client,
@@ -244,6 +253,8 @@ impl Sessions {
                 session
             });
         if let Some(session) = &opened {
+            self.digests
+                .insert(relay_wire::session::key_digest(key), key.to_owned());
             tracing::info!(key = %Fp(key), session = %session.id, room, identity, source, mode = catalog.initial_mode(), "session opened");
             if let Some(timeline) = &session.timeline {
                 self.by_id.insert(session.id.clone(), timeline.clone());
@@ -264,6 +275,7 @@ impl Sessions {
         let Some((_, session)) = self.map.remove(key) else {
             return false;
         };
+        self.digests.remove(&relay_wire::session::key_digest(key));
         session.closed.cancel();
         lock(&session.changes).take();
         log::closed(key, &session, reason);
@@ -300,6 +312,16 @@ impl Sessions {
                     .then(|| (e.key().clone(), state.room.clone(), state.identity.clone()))
             })
             .collect()
+    }
+
+    /// Where the open session of `key` came from (`livekit`, `vapi`, `agent`, …).
+    pub fn source(&self, key: &str) -> Option<&'static str> {
+        self.get(key).map(|s| lock(&s.state).source)
+    }
+
+    /// The key of the open session whose key has `digest` (a session token names its key so).
+    pub fn key_of_digest(&self, digest: &str) -> Option<String> {
+        self.digests.get(digest).map(|k| k.clone())
     }
 
     pub fn is_open(&self, key: &str) -> bool {
@@ -420,38 +442,6 @@ impl Sessions {
                 self.tell_mode(&session);
             }
         }
-    }
-
-    /// Tells the relay the session's current mode (the tab shows it), in order, once per
-    /// change; a failure is logged and the next change tries again.
-    fn tell_mode(&self, session: &Arc<Session>) {
-        if !session.enforce_modes {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let session = session.clone();
-        let client = self.client.clone();
-        runtime.spawn(async move {
-            let mut told = session.told_mode.lock().await;
-            let mode = session.stack().active().to_owned();
-            if told.as_deref() == Some(mode.as_str()) || session.closed.is_cancelled() {
-                return;
-            }
-            match client.set_mode(&session.key, &mode).await {
-                Ok(notified) => {
-                    tracing::debug!(key = %Fp(&session.key), mode, tab_notified = notified, "mode told to the relay");
-                    *told = Some(mode);
-                }
-                Err(e) if e.is(relay_wire::ErrorCode::UnknownKey) => {
-                    tracing::debug!(key = %Fp(&session.key), "mode not told: the relay does not know the key")
-                }
-                Err(e) => {
-                    tracing::warn!(key = %Fp(&session.key), cause = %e, "mode not told to the relay")
-                }
-            }
-        });
     }
 }
 

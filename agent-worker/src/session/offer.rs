@@ -3,7 +3,7 @@
 //! instructions and a revision that changes whenever any of it does.
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::catalog::{Catalog, Mode, Move, Tool};
@@ -26,6 +26,10 @@ pub struct OfferedTool {
     pub output_schema: Option<Value>,
     pub await_result: bool,
     pub timeout_ms: Option<u64>,
+    /// A mode move rather than a UI tool (what a session token's scope decides on).
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub is_move: bool,
 }
 
 /// What an agent runs with in a session's current mode: its instructions and its tools.
@@ -42,7 +46,7 @@ pub struct Offer {
 
 /// The parameters of a mode move: none.
 fn no_parameters() -> Value {
-    json!({"type": "object", "properties": {}, "additionalProperties": false})
+    crate::catalog::export::no_parameters()
 }
 
 /// A UI tool as offered.
@@ -55,28 +59,20 @@ pub fn ui_tool(tool: &Tool) -> OfferedTool {
         output_schema: spec.output_schema.clone(),
         await_result: spec.await_result,
         timeout_ms: spec.timeout_ms,
+        is_move: false,
     }
 }
 
 /// A mode move as offered; `target` is the mode it leads to.
 pub fn move_tool(step: Move<'_>, target: &Mode) -> OfferedTool {
-    let description = match step {
-        Move::Enter(_) => format!(
-            "Move the conversation to its {} mode. In that mode: {}",
-            target.id, target.instructions
-        ),
-        Move::Leave(from) => format!(
-            "Leave the {from} mode and return to the {} mode. In that mode: {}",
-            target.id, target.instructions
-        ),
-    };
     OfferedTool {
         name: step.tool_name(),
-        description: description.trim_end().trim_end_matches(':').to_owned(),
+        description: step.description(Some(target)),
         parameters: no_parameters(),
         output_schema: None,
         await_result: false,
         timeout_ms: None,
+        is_move: true,
     }
 }
 

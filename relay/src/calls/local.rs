@@ -4,9 +4,12 @@
 use socketioxide::{AckError, SendError, SocketError};
 use tokio::time::Instant;
 
-use super::{Attempt, Call, Delivery, Route, Step, Timing, prepare, stopped, tab_timeout};
+use super::{
+    Attempt, Call, Delivery, Route, Step, Timing, not_declared, prepare, stopped, tab_timeout,
+};
 use crate::app::App;
 use crate::error::ApiError;
+use crate::sockets::DeclaredTools;
 use crate::store::keys::{Binding, KeyShared};
 use relay_wire::{ErrorCode, Fp};
 
@@ -54,6 +57,14 @@ async fn attempt(
 ) -> Attempt {
     let key_fp = Fp(&call.api_key);
     if !call.await_result {
+        if binding
+            .socket
+            .extensions()
+            .get::<DeclaredTools>()
+            .is_some_and(|declared| !declared.handles(call.tool_name.as_str()))
+        {
+            return Attempt::Step(Step::Done(Err(not_declared(call))));
+        }
         return Attempt::Step(match binding.socket.emit(&d.event, &d.args()) {
             Ok(()) => {
                 tracing::debug!(key = %key_fp, call_id = %call.call_id, tool = %call.tool_name, "delivered");

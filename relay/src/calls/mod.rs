@@ -28,12 +28,13 @@ use crate::error::{ApiError, truncate};
 use crate::store::KeyStore;
 use crate::store::track::{LocateError, Located, Track, TrackError};
 use crate::telemetry;
+use relay_wire::session::SessionGrant;
 use relay_wire::{ApiKey, ToolName};
 
 /// A validated tool call.
 pub struct Call {
-    /// Which agent secret authorized it (for the shared call rate with several nodes).
-    pub agent: usize,
+    /// The agent session that sent it (its calls in flight and rate are its own).
+    pub session: Arc<SessionGrant>,
     pub api_key: ApiKey,
     pub tool_name: ToolName,
     pub params: Option<Box<RawValue>>,
@@ -137,12 +138,14 @@ pub async fn run(
     let deadline = Instant::now() + call.timeout;
     let mut track = app
         .store
-        .track(&call.api_key, call.agent)
+        .track(&call.api_key, &call.session.session_id)
         .await
         .map_err(|e| match e {
             TrackError::Unknown => ApiError::unknown_key(),
             TrackError::TooMany => too_many(app),
-            TrackError::RateLimited => agent_rate_limited(app),
+            TrackError::SessionBusy => session_busy(app),
+            TrackError::RateLimited => session_rate_limited(app),
+            TrackError::Ended => ApiError::session_ended(),
             TrackError::Store(e) => e.into(),
         })?;
     loop {
@@ -201,12 +204,22 @@ fn too_many(app: &App) -> ApiError {
     )
 }
 
-pub fn agent_rate_limited(app: &App) -> ApiError {
+fn session_busy(app: &App) -> ApiError {
     ApiError::new(
         ErrorCode::RateLimited,
         format!(
-            "this agent started more than {} tool calls in a second",
-            app.config.agent_rate_per_sec
+            "this agent session already has {} tool calls in flight",
+            app.config.session_max_inflight
+        ),
+    )
+}
+
+fn session_rate_limited(app: &App) -> ApiError {
+    ApiError::new(
+        ErrorCode::RateLimited,
+        format!(
+            "this agent session started {} tool calls in this second; try again in a moment",
+            app.config.session_rate_per_sec
         ),
     )
 }
@@ -220,6 +233,18 @@ fn tab_offline() -> ApiError {
 
 fn tab_timeout() -> ApiError {
     ApiError::new(ErrorCode::Timeout, "the tab did not answer in time")
+}
+
+/// A call that is not awaited, to a tool the tab declared it does not handle: nothing would
+/// run it, and nothing would say so.
+fn not_declared(call: &Call) -> ApiError {
+    ApiError::new(
+        ErrorCode::NoHandler,
+        format!(
+            "the tab declared the tools it handles, and {} is not among them",
+            call.tool_name
+        ),
+    )
 }
 
 fn deadline_passed() -> ApiError {

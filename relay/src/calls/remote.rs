@@ -3,7 +3,10 @@
 
 use tokio::time::Instant;
 
-use super::{Attempt, Call, Delivery, Route, SETTLE, Step, Timing, prepare, stopped, tab_timeout};
+use super::{
+    Attempt, Call, Delivery, Route, SETTLE, Step, Timing, not_declared, prepare, stopped,
+    tab_timeout,
+};
 use crate::app::App;
 use crate::delivery::Io;
 use crate::error::ApiError;
@@ -62,6 +65,15 @@ async fn attempt(
     let server = app.server_of(&target.node);
 
     if !call.await_result {
+        // Nothing answers a call that is not awaited: what the tab declared says whether any
+        // handler will run it (one read, for such calls to a tab on another node only).
+        if track
+            .declared()
+            .await?
+            .is_some_and(|joined| !crate::sockets::handles(&joined, call.tool_name.as_str()))
+        {
+            return Ok(Attempt::Step(Step::Done(Err(not_declared(call)))));
+        }
         io.emit_to_room(&room, server, &d.event, &d.args())
             .await
             .map_err(|_| ApiError::unavailable())?;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use super::keys::SessionSlot;
 use super::keys::{Binding, InflightGuard, KeyShared, Keys, WaitError};
 use super::redis::{Cluster, Place, Slot, StoreError, Watch};
 
@@ -23,8 +24,12 @@ pub enum TrackError {
     Unknown,
     /// The key's in-flight calls are at the limit.
     TooMany,
-    /// The agent's call rate is spent (counted with the slot on Redis).
+    /// The session's own calls in flight are at its limit.
+    SessionBusy,
+    /// The session's call rate is spent.
     RateLimited,
+    /// The session was ended.
+    Ended,
     Store(StoreError),
 }
 
@@ -86,11 +91,22 @@ pub struct MemoryTrack<'a> {
     keys: &'a Keys,
     key: &'a str,
     slot: InflightGuard,
+    _session: SessionSlot,
 }
 
 impl<'a> MemoryTrack<'a> {
-    pub(super) fn new(keys: &'a Keys, key: &'a str, slot: InflightGuard) -> Self {
-        MemoryTrack { keys, key, slot }
+    pub(super) fn new(
+        keys: &'a Keys,
+        key: &'a str,
+        slot: InflightGuard,
+        session: SessionSlot,
+    ) -> Self {
+        MemoryTrack {
+            keys,
+            key,
+            slot,
+            _session: session,
+        }
     }
 }
 
@@ -248,6 +264,16 @@ impl Track<'_> {
             Track::Memory(_) => Ok(()),
             // Boxed, like every Redis round trip on the call path.
             Track::Redis(t) => Box::pin(t.cluster.release(&t.rid, sid)).await,
+        }
+    }
+
+    /// What the key's tab (on another node) declared it handles, comma-joined; `None` when it
+    /// never said (it handles every tool). In memory every tab is on this node, whose socket
+    /// knows ([`crate::sockets::DeclaredTools`]).
+    pub async fn declared(&self) -> Result<Option<String>, StoreError> {
+        match self {
+            Track::Memory(_) => Ok(None),
+            Track::Redis(t) => Box::pin(t.cluster.declared(&t.rid)).await,
         }
     }
 

@@ -35,14 +35,37 @@ pub struct Logs {
     pub json: bool,
     pub default_filter: &'static str,
     pub capped: &'static [&'static str],
+    /// Capped like `capped` unless `RUST_LOG` names their target itself (libraries that are
+    /// only noisy: asking for them by name shows them).
+    pub capped_unless_named: &'static [&'static str],
     pub stderr: bool,
 }
 
 impl Logs {
+    /// Colours only on a terminal: a log file (scripts/manage.sh's `.run/`) stays plain text
+    /// that grep finds fields in.
+    fn ansi(&self) -> bool {
+        use std::io::IsTerminal;
+        if self.stderr {
+            std::io::stderr().is_terminal()
+        } else {
+            std::io::stdout().is_terminal()
+        }
+    }
+
     fn filter(&self) -> EnvFilter {
-        let mut filter = EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| EnvFilter::new(self.default_filter));
-        for directive in self.capped {
+        let asked = std::env::var(EnvFilter::DEFAULT_ENV).ok();
+        let asked = asked.as_deref().map(str::trim).filter(|a| !a.is_empty());
+        // Unset, blank or not a filter: the default.
+        let mut filter = asked
+            .and_then(|a| EnvFilter::try_new(a).ok())
+            .unwrap_or_else(|| EnvFilter::new(self.default_filter));
+        let named = |directive: &str| {
+            let target = directive.split('=').next().unwrap_or(directive);
+            asked.is_some_and(|a| a.contains(target))
+        };
+        let soft = self.capped_unless_named.iter().filter(|d| !named(d));
+        for directive in self.capped.iter().chain(soft) {
             if let Ok(d) = directive.parse() {
                 filter = filter.add_directive(d);
             }
@@ -100,7 +123,9 @@ pub fn init(
 
 /// The logs alone, as the servers wrote them before export existed: one subscriber, one filter.
 fn init_logs(logs: &Logs) {
-    let builder = tracing_subscriber::fmt().with_env_filter(logs.filter());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(logs.filter())
+        .with_ansi(logs.ansi());
     match (logs.json, logs.stderr) {
         (true, true) => builder
             .with_writer(std::io::stderr)
@@ -116,7 +141,7 @@ fn init_logs(logs: &Logs) {
 type Boxed = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
 
 fn fmt_layer(logs: &Logs) -> Boxed {
-    let layer = tracing_subscriber::fmt::layer();
+    let layer = tracing_subscriber::fmt::layer().with_ansi(logs.ansi());
     match (logs.json, logs.stderr) {
         (true, true) => layer
             .with_writer(std::io::stderr)

@@ -39,8 +39,8 @@ pub struct Declaration {
     page_tools: Option<Box<str>>,
 }
 
-/// The fields a page-defined tool may have.
-const PAGE_TOOL_FIELDS: [&str; 7] = [
+/// The fields a tool may have, as a catalog declares it and as a page defines it.
+pub const TOOL_FIELDS: [&str; 7] = [
     "name",
     "description",
     "parameters",
@@ -139,7 +139,7 @@ fn page_tools(list: &[Value], handles: &[&str], max_timeout_ms: u64) -> Result<B
         let Some(t) = tool.as_object() else {
             return Err(format!("pageTools[{i}] must be an object"));
         };
-        if let Some(other) = t.keys().find(|k| !PAGE_TOOL_FIELDS.contains(&k.as_str())) {
+        if let Some(other) = t.keys().find(|k| !TOOL_FIELDS.contains(&k.as_str())) {
             return Err(format!("pageTools[{i}] has an unknown field {other:?}"));
         }
         let name = match t.get("name").and_then(Value::as_str) {

@@ -9,10 +9,13 @@ mod error;
 mod handles;
 mod names;
 mod secret;
+#[cfg(feature = "session")]
+pub mod session;
 #[cfg(test)]
 mod tests;
 mod timing;
 mod trace;
+mod whole;
 
 pub use answer::*;
 pub use bodies::*;

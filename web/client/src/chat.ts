@@ -27,8 +27,11 @@ export interface ChatOptions {
   transcript?: TranscriptStore;
 }
 
-/** The part of a livekit-client Room a chat sends through. */
-export type ChatRoom = Pick<Room, 'localParticipant'>;
+/**
+ * The part of a livekit-client Room a chat sends through; with `remoteParticipants`, a message
+ * is refused while nobody else (no agent) is in the room to read it.
+ */
+export type ChatRoom = Pick<Room, 'localParticipant'> & { readonly remoteParticipants?: ReadonlyMap<string, unknown> };
 
 const IDLE: ChatSnapshot = { state: 'idle', error: null };
 
@@ -66,6 +69,9 @@ export class TextChat {
       return this.fail(`the message is ${message.length} characters long; at most ${this.maxLength} are sent`);
     }
     if (!room) return this.fail('voice is not connected, so there is no room to send the message to');
+    if (room.remoteParticipants && room.remoteParticipants.size === 0) {
+      return this.fail('no agent is in the room yet, so nobody would read the message');
+    }
     const mine = ++this.sending;
     this.set({ state: 'sending', error: null });
     try {

@@ -98,8 +98,11 @@ export interface ClientEvents {
   cancel: (callId: string) => void;
   /** A handler failed; the agent got `tool_failed`. */
   error: (toolName: string, error: ErrorObject) => void;
-  /** The session's mode changed (the agent moved to another phase), or was learnt on bind. */
-  mode: (mode: string) => void;
+  /**
+   * The session's mode changed (the agent moved to another phase), or was learnt on bind; null
+   * when the connection is lost (the relay tells it again once bound, if it knows it).
+   */
+  mode: (mode: string | null) => void;
   /** The relay answered a declaration of the tools this tab handles. */
   declared: (answer: Declared) => void;
 }
@@ -127,6 +130,9 @@ export interface ClientOptions {
   fetch?: typeof fetch;
 }
 
+
+/** Bound on the request that tells a refused origin from a server that cannot be reached. */
+const ORIGIN_PROBE_MS = 3000;
 
 /** How long the relay has to acknowledge a declaration before it is sent again. */
 const DECLARE_TIMEOUT_MS = 5000;
@@ -333,8 +339,13 @@ export class VoiceRelayClient {
       this.emit('revoked', reason);
     });
     socket.on('disconnect', (reason) => {
-      // A new connection binds anew: it declares again.
+      // A new connection binds anew: it declares again, and learns the mode again (a relay
+      // that restarted knows none until the agent side tells it).
       this.declaredJson = null;
+      if (this.currentMode !== null) {
+        this.currentMode = null;
+        this.emit('mode', null);
+      }
       if (this.currentState === 'revoked' || this.currentState === 'stopped') return;
       this.setState('reconnecting', reason);
       // socket.io-client retries by itself except after a server-side disconnect; the relay
@@ -415,33 +426,85 @@ export class VoiceRelayClient {
   private async fetchToken(stopped: AbortSignal): Promise<TokenInfo> {
     const f = this.opts.fetch ?? fetch;
     const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(), this.opts.tokenTimeoutMs);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort();
+    }, this.opts.tokenTimeoutMs);
     const onStop = () => controller.abort(stopped.reason);
     stopped.addEventListener('abort', onStop);
+    const url = this.opts.tokenUrl ?? `${this.relayUrl()}/token`;
+    let res: Response;
     try {
       const extra = typeof this.opts.tokenHeaders === 'function' ? await this.opts.tokenHeaders() : this.opts.tokenHeaders;
       const headers = new Headers(extra);
       headers.set('content-type', 'application/json');
-      const res = await f(this.opts.tokenUrl ?? `${this.relayUrl()}/token`, {
+      res = await f(url, {
         method: 'POST',
         headers,
         body: JSON.stringify({ participantName: this.opts.participantName, roomName: this.opts.roomName }),
         signal: controller.signal,
       });
-      const body = await res.json();
-      if (!res.ok) {
-        this.setState('error', body?.error?.message ?? `token service answered ${res.status}`);
-        throw Object.assign(new Error(body?.error?.message ?? 'token refused'), { code: body?.error?.code });
-      }
-      return body as TokenInfo;
     } catch (err) {
       if (stopped.aborted) throw stopped.reason;
-      if (this.currentState !== 'error') this.setState('error', (err as Error).message);
-      throw err;
+      // The browser says only "Failed to fetch", whether the server is down or refused this
+      // page's origin: find out which, and say so.
+      const why = timedOut
+        ? Object.assign(new Error(`the token service at ${url} did not answer within ${this.opts.tokenTimeoutMs} ms`), { code: 'timeout' })
+        : await this.whyUnreachable(url, err as Error, f);
+      this.setState('error', why.message);
+      throw why;
     } finally {
       clearTimeout(timer);
       stopped.removeEventListener('abort', onStop);
     }
+    let body: { error?: ErrorObject } | undefined;
+    try {
+      body = await res.json();
+    } catch {
+      body = undefined;
+    }
+    if (stopped.aborted) throw stopped.reason;
+    if (!res.ok || !body) {
+      const message = body?.error?.message ?? `the token service at ${url} answered ${res.status} without a token`;
+      this.setState('error', message);
+      throw Object.assign(new Error(message), { code: body?.error?.code });
+    }
+    return body as unknown as TokenInfo;
+  }
+
+  /**
+   * Why a token request failed at the network level: the server answers a request that does
+   * not ask to read its answer (`no-cors`) when only this page's origin was refused.
+   */
+  private async whyUnreachable(url: string, err: Error, f: typeof fetch): Promise<Error & { code: string }> {
+    const page = globalThis.location?.origin;
+    let target: URL | null = null;
+    try {
+      target = new URL(url, page);
+    } catch {
+      target = null;
+    }
+    if (page && target && target.origin !== page) {
+      const relay = this.opts.tokenUrl === undefined;
+      const probe = new AbortController();
+      const timer = setTimeout(() => probe.abort(), ORIGIN_PROBE_MS);
+      try {
+        // The relay's health check, which mints nothing; another token service at its URL.
+        await f(relay ? `${this.relayUrl()}/healthz` : target.href, { method: 'GET', mode: 'no-cors', signal: probe.signal });
+        return Object.assign(
+          new Error(relay
+            ? `the relay at ${target.origin} refused this page's origin ${page}: add it to RELAY_ALLOWED_ORIGINS`
+            : `${target.origin} refused this page's origin ${page} (CORS): allow it there`),
+          { code: 'origin_refused' },
+        );
+      } catch {
+        // Not reachable at all: said below.
+      } finally {
+        clearTimeout(timer);
+      }
+    }
+    return Object.assign(new Error(`could not reach the token service at ${url} (${err.message})`), { code: 'unreachable' });
   }
 
   private onEvent(event: string, args: unknown[]): void {

@@ -11,6 +11,8 @@ import { announce, ui } from './ui';
 const POPOVER_MS = 5000;
 const REVEAL_MS = 900;
 const SHOW_MS = 600;
+/** Longest a status line stays when nothing follows it. */
+const LOADING_MS = 20_000;
 
 const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve, reject) => {
@@ -64,7 +66,6 @@ async function presentToCassette(params: { title?: unknown; content?: unknown })
   ui.cassette.hidden = false;
   ui.slotEmpty.hidden = true;
   ui.cassette.classList.add('inserting');
-  ui.loading.hidden = true;
   announce(`Cassette inserted: ${title}`);
   return { success: true };
 }
@@ -75,11 +76,22 @@ ui.cassette.addEventListener('click', () => {
   ui.cassetteModal.showModal();
 });
 
+let loadingTimer: ReturnType<typeof setTimeout> | undefined;
+
+/** The status line says what the agent is doing until it does the next thing (or a while). */
 function loadingStatus(params: { text?: unknown }): { success: true } {
   const text = str(params?.text, 'text', 200);
   ui.loading.textContent = text;
   ui.loading.hidden = false;
+  clearTimeout(loadingTimer);
+  loadingTimer = setTimeout(hideLoading, LOADING_MS);
   return { success: true };
+}
+
+function hideLoading(): void {
+  clearTimeout(loadingTimer);
+  ui.loading.hidden = true;
+  ui.loading.textContent = '';
 }
 
 // ---- cards ------------------------------------------------------------------------------------
@@ -292,7 +304,25 @@ function setTheme(params: { theme?: unknown }): { theme: string } {
   return { theme };
 }
 
+/** A session ended: what it showed of the agent's work goes (pinned notes and the cassette,
+ * which the user keeps on purpose, stay). */
+function sessionEnded(): void {
+  closePicker();
+  hideLoading();
+  drawn.length = 0;
+  renderSpread();
+  ui.display.hidden = true;
+  ui.displayCard.replaceChildren();
+  ui.displayCaption.textContent = '';
+  clearTimeout(popoverTimer);
+  ui.popover.hidden = true;
+}
+
 function registerTools(c: VoiceRelayClient): void {
+  // Whatever the agent does next replaces its status line.
+  c.on('call', (tool) => {
+    if (tool !== 'loading_status') hideLoading();
+  });
   c.handle('pin_note', (p) => pinNote(p ?? {}));
   c.handle('set_theme', SET_THEME, (p) => setTheme(p ?? {}));
   c.handle('OpenPopover', (p) => openPopover(p ?? {}));
@@ -303,4 +333,4 @@ function registerTools(c: VoiceRelayClient): void {
 }
 
 renderSpread();
-setUpSessions({ registerTools, ended: closePicker });
+setUpSessions({ registerTools, ended: sessionEnded });

@@ -16,6 +16,16 @@ export interface SessionHooks {
   ended: () => void;
 }
 
+/**
+ * The 8 hex digits of the key's SHA-256 that the relay's and the worker's logs print as
+ * `key=…`; null where the page cannot hash (an insecure context).
+ */
+async function keyFingerprint(key: string): Promise<string | null> {
+  if (!globalThis.crypto?.subtle) return null;
+  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(key));
+  return [...new Uint8Array(digest).slice(0, 4)].map((b) => b.toString(16).padStart(2, '0')).join('');
+}
+
 /** Wires the first screen, the headset button, Ctrl/⌘+K and Back. */
 export function setUpSessions(hooks: SessionHooks): void {
   const STATE_TEXT: Record<ConnectionState, string> = {
@@ -48,8 +58,34 @@ export function setUpSessions(hooks: SessionHooks): void {
       audioSink: ui.remoteAudio,
     },
     announce,
-    { room: (room) => conversation.setRoom(room), failed: (reason) => conversation.voiceFailed(reason) },
+    {
+      room: (room) => conversation.setRoom(room),
+      failed: (reason) => conversation.voiceFailed(reason),
+      // Text only (no microphone): no push-to-talk and no microphone meter to show.
+      textOnly: (on) => {
+        for (const el of document.querySelectorAll<HTMLElement>('[data-microphone]')) el.hidden = on;
+      },
+    },
   );
+
+  function showMode(mode: string | null): void {
+    ui.mode.dataset.mode = mode ?? '';
+    ui.mode.textContent = `Phase: ${mode ?? '—'}`;
+  }
+
+  /** The session's key in the developers' details, with the fingerprint logs print for it. */
+  function showKey(key: string | null): void {
+    ui.devKey.textContent = key ?? '—';
+    ui.devKeyFp.textContent = '—';
+    const shown = key ?? '<key>';
+    ui.devTryCall.textContent = `scripts/manage.sh call ${shown} OpenPopover '{"message":"Hello"}'`;
+    ui.devTryDemo.textContent = `scripts/manage.sh demo ${shown}`;
+    if (key) {
+      void keyFingerprint(key).then((fp) => {
+        if (fp && ui.devKey.textContent === key) ui.devKeyFp.textContent = `key=${fp}`;
+      });
+    }
+  }
 
   type SessionKind = 'voice' | 'text';
   let kind: SessionKind = 'voice';
@@ -99,8 +135,7 @@ export function setUpSessions(hooks: SessionHooks): void {
     });
     c.on('cancel', () => announce('The agent cancelled the request'));
     c.on('mode', (mode) => {
-      ui.mode.dataset.mode = mode;
-      ui.mode.textContent = `Phase: ${mode}`;
+      if (client === c) showMode(mode);
     });
     // Still inside the user's click or key press: audio may start.
     voice.prepare();
@@ -111,7 +146,7 @@ export function setUpSessions(hooks: SessionHooks): void {
       const token = await c.start();
       ui.devIdentity.textContent = token.identity;
       ui.devRoom.textContent = token.roomName;
-      ui.devKey.textContent = token.apiKey;
+      showKey(token.apiKey);
       // "Switch to text" joins the same room without a microphone when voice could not.
       conversation.joinForText = () => {
         if (client === c) void voice.start(token.url, token.token, { microphone: false });
@@ -128,6 +163,11 @@ export function setUpSessions(hooks: SessionHooks): void {
     client = null;
     voice.stop();
     conversation.reset();
+    // Nothing of the session stays: no phase of an agent that is gone, no key.
+    showMode(null);
+    showKey(null);
+    ui.devIdentity.textContent = '—';
+    ui.devRoom.textContent = '—';
     showScreen(false);
     hooks.ended();
   }

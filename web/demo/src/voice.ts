@@ -63,7 +63,15 @@ function span(className: string): HTMLSpanElement {
 export interface VoiceListener {
   room?: (room: Room | null) => void;
   failed?: (reason: string) => void;
+  /** Each join says whether it is text only (no microphone published). */
+  textOnly?: (on: boolean) => void;
 }
+
+/**
+ * How long the page waits in a room for an agent before it says that none may come (no agent
+ * runs for this LiveKit server: `scripts/manage.sh start --agent` runs the reference one).
+ */
+export const AGENT_WAIT_MS = 10_000;
 
 export class Voice {
   readonly connection = new VoiceConnection();
@@ -75,6 +83,9 @@ export class Voice {
   private last: { url: string; token: string; microphone: boolean } | null = null;
   private readonly items = new Map<string, ParticipantItem>();
   private unlisten = () => {};
+  /** Set once the room was joined this long without an agent ([`AGENT_WAIT_MS`]). */
+  private agentOverdue = false;
+  private agentTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     private readonly el: VoiceElements,
@@ -119,6 +130,7 @@ export class Voice {
    */
   start(url: string, token: string, { microphone = true }: { microphone?: boolean } = {}): Promise<void> {
     this.last = { url, token, microphone };
+    this.listener.textOnly?.(!microphone);
     // A retry button stays where it is (keeping the keyboard focus) but does nothing meanwhile.
     this.el.retry.setAttribute('aria-disabled', 'true');
     this.announce(microphone ? 'Connecting voice' : 'Connecting for text chat');
@@ -138,6 +150,7 @@ export class Voice {
     this.last = null;
     this.connection.disconnect();
     this.el.retry.hidden = true;
+    this.listener.textOnly?.(false);
   }
 
   /** Follows the connection's snapshot: the pill, announcements, the room's panel. */
@@ -188,7 +201,16 @@ export class Voice {
     this.room = room;
     clearInterval(this.ticker);
     this.ticker = undefined;
+    clearTimeout(this.agentTimer);
+    this.agentOverdue = false;
     if (room) {
+      this.agentTimer = setTimeout(() => {
+        this.agentOverdue = true;
+        this.showParticipants();
+        if (!this.agentPresent()) {
+          this.announce('No agent has joined the room. The on-screen tools still work.');
+        }
+      }, AGENT_WAIT_MS);
       const people = () => this.showParticipants();
       const quality = (q: ConnectionQuality, p: { isLocal: boolean }) => {
         if (p.isLocal) this.showQuality(q);
@@ -286,8 +308,17 @@ export class Voice {
     const list = this.el.participants;
     const inOrder = wanted.length === list.children.length && wanted.every((li, i) => list.children[i] === li);
     if (!inOrder) list.replaceChildren(...wanted);
-    this.el.participantsEmpty.textContent = room ? 'Nobody else yet: waiting for the agent to join.' : 'Not in a voice room.';
+    this.el.participantsEmpty.textContent = !room
+      ? 'Not in a voice room.'
+      : this.agentOverdue
+        ? `No agent has joined in ${AGENT_WAIT_MS / 1000} s: none may be running for this LiveKit server (scripts/manage.sh start --agent runs the reference agent). The on-screen tools still work, driven by scripts/manage.sh call or demo.`
+        : 'No agent in the room yet: waiting for one to join.';
+    this.el.participantsEmpty.dataset.agent = !room ? 'none' : this.agentOverdue ? 'overdue' : 'waiting';
     this.el.participantsEmpty.hidden = wanted.length > 0;
+  }
+
+  private agentPresent(): boolean {
+    return [...(this.room?.remoteParticipants.values() ?? [])].some((p) => p.isAgent);
   }
 
   private item(p: RemoteParticipant, speaking: boolean): HTMLLIElement {

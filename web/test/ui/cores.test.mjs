@@ -212,10 +212,14 @@ test('transcript: detaching unregisters the stream handler and the event listene
   assert.equal(room.handlers.get('lk.transcription'), theirs);
 });
 
-test('text chat: sends on lk.chat, records the message as the user\'s words, refuses empty, too long and no room', async () => {
+test('text chat: sends on lk.chat, records the message as the user\'s words, refuses empty, too long, no room and nobody in it', async () => {
   const transcript = new T.TranscriptStore();
   const chat = new C.TextChat({ maxLength: 10, transcript });
   const room = new FakeRoom();
+  assert.equal(await chat.send(room, 'anyone?'), false);
+  assert.deepEqual(chat.getSnapshot(), { state: 'failed', error: 'no agent is in the room yet, so nobody would read the message' });
+  assert.equal(room.sent.length, 0, 'not sent into an empty room');
+  room.remoteParticipants.set('agent-1', { identity: 'agent-1', isAgent: true });
   const states = [];
   chat.subscribe(() => states.push(chat.getSnapshot().state));
   assert.equal(await chat.send(room, '  hi agent  '), true);
@@ -238,6 +242,7 @@ test('text chat: sends on lk.chat, records the message as the user\'s words, ref
 test('text chat: a failed send says why; a send that never completes fails after its bound', async () => {
   const chat = new C.TextChat({ timeoutMs: 100 });
   const room = new FakeRoom();
+  room.remoteParticipants.set('agent-1', { identity: 'agent-1', isAgent: true });
   room.sendText = async () => { throw new Error('the room is not connected'); };
   assert.equal(await chat.send(room, 'hello'), false);
   assert.deepEqual(chat.getSnapshot(), { state: 'failed', error: 'the room is not connected' });

@@ -3,16 +3,16 @@
 //! touch one hash slot only.
 //!
 //! In a source, a line ending in `--one` belongs to the one-server form only (the steps that
-//! span slots: the nodes' key sets, the heartbeat check, the agent's rate window; on a cluster
-//! they are separate commands around the script), a line ending in `--cluster` to the cluster
+//! span slots: the nodes' key sets, the heartbeat check; on a cluster they are separate commands
+//! around the script), a line ending in `--cluster` to the cluster
 //! form only, and `$EVENTS` names the key events channel: a key on one server, an argument on a
 //! cluster (a channel is not a key there). The arguments both forms share come first, in the
 //! same order, so one source reads the same `ARGV[i]` in both.
 
 use redis::Script;
 
-/// One step of a fixed window, for the agent's rate in [`ACQUIRE`] (on a cluster, spent by its
-/// own script before).
+/// One step of a fixed window, for a session's call rate in [`ACQUIRE`] (and the token rate of
+/// a client address).
 pub(super) const SPEND_LUA: &str = r"
 local function spend(k, limit, window)
   local n = redis.call('INCR', k)
@@ -142,20 +142,31 @@ local rv = redis.call('HINCRBY', KEYS[1], 'rv', 1)
 redis.call('PUBLISH', $EVENTS, KEYS[1])
 return {'ok', tostring(rv)}";
 
-/// A call's in-flight slot, and where the tab is. KEYS: key, in-flight counter, then on one
-/// server the nodes and the agent's rate window. ARGV: max in flight, counter ttl ms, then on
-/// one server suspect ms, the agent's rate limit and window ms.
+/// A call's in-flight slots (the key's and its session's) and its session's call rate, unless
+/// the session was ended; and where the tab is. Every key but the nodes' is under the key's
+/// hash tag, so on a cluster it is one script too. KEYS: key, key counter, session counter,
+/// session rate window, session's end marker, then on one server the nodes. ARGV: max in
+/// flight, counter ttl ms, session max in flight, session rate limit, window ms, then on one
+/// server suspect ms.
 pub(super) const ACQUIRE: &str = r"
-if not spend(KEYS[4], ARGV[4], ARGV[5]) then return {'rate'} end --one
+if redis.call('EXISTS', KEYS[5]) == 1 then return {'ended'} end
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
 if not h[1] or h[1] == 'revoked' then return {'unknown'} end
+if not spend(KEYS[4], ARGV[4], ARGV[5]) then return {'rate'} end
 local n = redis.call('INCR', KEYS[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 if n > tonumber(ARGV[1]) then
   redis.call('DECR', KEYS[2])
   return {'busy'}
 end
-local p = place(h, KEYS[3], ARGV[3]) --one
+local m = redis.call('INCR', KEYS[3])
+redis.call('PEXPIRE', KEYS[3], ARGV[2])
+if m > tonumber(ARGV[3]) then
+  redis.call('DECR', KEYS[2])
+  redis.call('DECR', KEYS[3])
+  return {'session_busy'}
+end
+local p = place(h, KEYS[6], ARGV[6]) --one
 if p then return {'ok', p[1], p[2]} end --one
 if h[1] == 'online' then return {'ok', h[2], h[3]} end --cluster
 return {'ok'}";
@@ -189,7 +200,7 @@ mod tests {
             !cluster.contains("SADD") && !cluster.contains("SREM"),
             "{cluster}"
         );
-        assert!(!text(ACQUIRE, true, "").contains("spend("));
+        assert!(!text(ACQUIRE, true, "").contains("place("));
         assert!(!text(LOOKUP, true, "").contains("place("));
     }
 }

@@ -8,9 +8,9 @@ use std::time::Duration;
 use redis::Value;
 
 use super::{
-    Acquired, AgentRate, Bound, Cluster, Declared, EVENTS, IdemClaim, Lane, NODE_KEYS_PREFIX,
-    NODE_SUSPECT, NODES, ONLINE_EXTRA, Place, Revoked, Slot, StoreError, StoredStatus, ms,
-    rate_window,
+    Acquired, Bound, Cluster, Declared, EVENTS, IdemClaim, Lane, NODE_KEYS_PREFIX, NODE_SUSPECT,
+    NODES, ONLINE_EXTRA, Place, Revoked, SESSION_WINDOW, SessionCall, SessionNames, Slot,
+    StoreError, StoredStatus, ms, rate_window,
 };
 use crate::store::keys::TabInfo;
 use crate::store::lifecycle::BindError;
@@ -143,6 +143,15 @@ impl Cluster {
         Ok(st.as_deref() == Some("revoked"))
     }
 
+    /// The tools the key's tab declared it handles (comma-joined), when it declared.
+    pub async fn declared(&self, rid: &str) -> Result<Option<String>, StoreError> {
+        self.op(redis::cmd("HGET")
+            .arg(self.key_name(rid))
+            .arg("hd")
+            .query_async(&mut self.conn_for(Lane::Calls)))
+            .await
+    }
+
     pub async fn status(&self, rid: &str) -> Result<Option<StoredStatus>, StoreError> {
         let name = self.key_name(rid);
         type Fields = (
@@ -152,8 +161,9 @@ impl Cluster {
             Option<String>,
             Option<u64>,
             Option<String>,
+            Option<u64>,
         );
-        let ((st, since, hd, pt, rv, md), ttl): (Fields, i64) = self
+        let ((st, since, hd, pt, rv, md, exp), ttl): (Fields, i64) = self
             .op(redis::pipe()
                 .cmd("HMGET")
                 .arg(&name)
@@ -163,6 +173,7 @@ impl Cluster {
                 .arg("pt")
                 .arg("rv")
                 .arg("md")
+                .arg("exp")
                 .cmd("PTTL")
                 .arg(&name)
                 .query_async(&mut self.conn_for(Lane::Calls)))
@@ -178,6 +189,7 @@ impl Cluster {
             state,
             since_ms: since.unwrap_or(0),
             ttl_ms: u64::try_from(ttl).ok(),
+            token_exp_ms: exp,
             tab: TabInfo {
                 revision: rv.unwrap_or(0),
                 declared: hd.map(|hd| relay_wire::Declaration::from_stored(&hd, pt.as_deref())),
@@ -255,45 +267,107 @@ impl Cluster {
         )
     }
 
-    /// Takes one call from the agent's rate window and one of the key's in-flight slots, both
-    /// counted across nodes, and tells where the key's tab is: one round trip for all three.
+    /// Takes one of the key's in-flight slots and one of its session's, with one call of the
+    /// session's rate (all counted across nodes, refused once the session was ended), and tells
+    /// where the key's tab is: one round trip for all of it.
     pub async fn acquire(
         self: &Arc<Self>,
         rid: &str,
-        agent: &AgentRate<'_>,
+        session: &SessionCall,
     ) -> Result<(Acquired, Option<(Slot, Place)>), StoreError> {
+        let names = self.session_names(rid, session.tag);
+        let mut inv = self.acquire_invocation(rid, &names, session);
         if self.sharded {
-            return self.sharded_acquire(rid, agent).await;
+            let reply: Vec<String> = self
+                .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
+                .await?;
+            return self.sharded_acquired(reply, names).await;
         }
-        let counter = format!("va:if:{rid}");
-        let (window_key, window_ms) = rate_window(agent.bucket, agent.window);
-        let mut inv = self.scripts.acquire.key(self.key_name(rid));
-        inv.key(&counter).key(NODES).key(window_key);
-        inv.arg(self.settings.max_inflight)
-            .arg(ms(self.settings.inflight_ttl))
-            .arg(ms(NODE_SUSPECT))
-            .arg(agent.limit)
-            .arg(window_ms);
+        inv.key(NODES);
+        inv.arg(ms(NODE_SUSPECT));
         let reply: Vec<String> = self
             .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
             .await?;
         let mut words = reply.into_iter();
-        Ok(match words.next().as_deref() {
-            Some("ok") => {
-                let place = match (words.next(), words.next()) {
-                    (Some(node), Some(sid)) => Place::Online { node, sid },
-                    _ => Place::Waiting,
-                };
-                let slot = Slot {
-                    cluster: self.clone(),
-                    counter,
-                };
-                (Acquired::Ok, Some((slot, place)))
-            }
-            Some("busy") => (Acquired::TooMany, None),
-            Some("rate") => (Acquired::RateLimited, None),
-            _ => (Acquired::Unknown, None),
-        })
+        let outcome = Acquired::from_word(words.next().as_deref());
+        if !matches!(outcome, Acquired::Ok) {
+            return Ok((outcome, None));
+        }
+        let place = match (words.next(), words.next()) {
+            (Some(node), Some(sid)) => Place::Online { node, sid },
+            _ => Place::Waiting,
+        };
+        Ok((Acquired::Ok, Some((self.slot(names), place))))
+    }
+
+    /// The admission script with the arguments both forms share.
+    fn acquire_invocation<'s>(
+        &'s self,
+        rid: &str,
+        names: &SessionNames,
+        session: &SessionCall,
+    ) -> redis::ScriptInvocation<'s> {
+        let script = if self.sharded {
+            &self.sharded_scripts.acquire
+        } else {
+            &self.scripts.acquire
+        };
+        let (window, window_ms) = rate_window(&names.window, SESSION_WINDOW);
+        let mut inv = script.key(self.key_name(rid));
+        inv.key(&names.key_counter)
+            .key(&names.counter)
+            .key(window)
+            .key(&names.ended);
+        inv.arg(self.settings.max_inflight)
+            .arg(ms(self.settings.inflight_ttl))
+            .arg(session.max_inflight)
+            .arg(session.rate_per_sec)
+            .arg(window_ms);
+        inv
+    }
+
+    /// The names of a key's and a session's records for a call (under the key's hash tag).
+    pub(super) fn session_names(&self, rid: &str, tag: u64) -> SessionNames {
+        SessionNames {
+            key_counter: self.tagged("va:if:", rid),
+            counter: format!("{}:{tag:x}", self.tagged("va:si:", rid)),
+            window: format!("{}:{tag:x}", self.tagged("s:", rid)),
+            ended: format!("{}:{tag:x}", self.tagged("va:se:", rid)),
+        }
+    }
+
+    /// A slot that gives back the key's and the session's counts when dropped.
+    pub(super) fn slot(self: &Arc<Self>, names: SessionNames) -> Slot {
+        Slot {
+            cluster: self.clone(),
+            counters: [names.key_counter, names.counter],
+        }
+    }
+
+    /// Ends a session of the key whose digest is `rid`: no call of it is admitted until
+    /// `exp_unix` (its token's expiry), after which it could not be presented anyway.
+    pub async fn end_session(&self, rid: &str, tag: u64, exp_unix: u64) -> Result<(), StoreError> {
+        let ttl_ms = exp_unix
+            .saturating_mul(1000)
+            .saturating_sub(unix_now_ms())
+            .max(1000);
+        let ended = self.session_names(rid, tag).ended;
+        self.op(redis::cmd("SET")
+            .arg(ended)
+            .arg(1)
+            .arg("PX")
+            .arg(ttl_ms)
+            .query_async::<()>(&mut self.conn_for(Lane::Calls)))
+            .await
+    }
+
+    /// Whether a session of the key whose digest is `rid` was ended.
+    pub async fn session_ended(&self, rid: &str, tag: u64) -> Result<bool, StoreError> {
+        let ended = self.session_names(rid, tag).ended;
+        self.op(redis::cmd("EXISTS")
+            .arg(ended)
+            .query_async::<bool>(&mut self.conn_for(Lane::Calls)))
+            .await
     }
 
     /// One step of a fixed-window limit shared by every node: false when `limit` is spent. For

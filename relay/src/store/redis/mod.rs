@@ -38,8 +38,10 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 
+pub use answers::{
+    Acquired, Bound, Declared, IdemClaim, Place, Revoked, SessionCall, StoredStatus,
+};
 use conn::{Conn, Lane, Lanes, Metered, cluster_config, manager_config, single_lanes};
-use sha2::{Digest, Sha256};
 
 use crate::pubsub::PubSub;
 use crate::tokens::unix_now_ms;
@@ -66,88 +68,13 @@ const ONLINE_EXTRA: Duration = Duration::from_secs(24 * 3600);
 
 /// The digest a key is stored, published and roomed under.
 pub fn rid(key: &str) -> String {
-    let digest = Sha256::digest(key.as_bytes());
-    hex::encode(&digest[..16])
+    relay_wire::session::key_digest(key)
 }
 
 /// A Redis operation failed or took too long.
 #[derive(Debug, thiserror::Error)]
 #[error("the shared state store is unreachable")]
 pub struct StoreError;
-
-/// Where a key's tab is, as Redis says.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Place {
-    /// Never issued, removed or revoked.
-    Unknown,
-    /// Issued or offline: a call waits for a tab.
-    Waiting,
-    Online {
-        node: String,
-        sid: String,
-    },
-}
-
-/// The outcome of a bind in Redis.
-pub enum Bound {
-    /// This socket already held the key.
-    Same,
-    /// Bound; `replaced` names the node and socket that held it before; `mode` is the mode
-    /// the tab is to be told.
-    Bound {
-        exp_unix: u64,
-        replaced: Option<(String, String)>,
-        mode: Option<String>,
-    },
-}
-
-/// A key's state for `GET /api/voice-agent/keys/{apiKey}`.
-pub struct StoredStatus {
-    pub state: relay_wire::KeyState,
-    pub since_ms: u64,
-    pub ttl_ms: Option<u64>,
-    /// What the tab declared and the mode set for it.
-    pub tab: crate::store::keys::TabInfo,
-}
-
-/// What a declaration found.
-pub enum Declared {
-    /// Recorded (or equal to the stored one); the key's revision.
-    Revision(u64),
-    /// The socket does not hold the key.
-    NotBound,
-}
-
-/// What a revoke found.
-pub enum Revoked {
-    Unknown,
-    /// Revoked; the node that held the tab, if it was online.
-    Done {
-        online_on: Option<String>,
-    },
-}
-
-pub enum IdemClaim {
-    Run,
-    Conflict,
-    Pending { until_ms: u64 },
-    Done { status: u16, body: Vec<u8> },
-}
-
-pub enum Acquired {
-    Ok,
-    Unknown,
-    TooMany,
-    /// The agent's shared call rate is spent.
-    RateLimited,
-}
-
-/// An agent's shared call-rate window, checked with the in-flight slot.
-pub struct AgentRate<'a> {
-    pub bucket: &'a str,
-    pub limit: u32,
-    pub window: Duration,
-}
 
 /// The Redis name of the current fixed window of `bucket`, and the window's length in ms.
 fn rate_window(bucket: &str, window: Duration) -> (String, u64) {
@@ -158,9 +85,22 @@ fn rate_window(bucket: &str, window: Duration) -> (String, u64) {
     )
 }
 
+/// How long a session's call-rate window lasts.
+const SESSION_WINDOW: Duration = Duration::from_secs(1);
+
+/// The Redis names of a call's counts: the key's slots, its session's slots, rate window (a
+/// bucket for [`rate_window`]) and end marker. All carry the key's hash tag on a cluster.
+pub(super) struct SessionNames {
+    key_counter: String,
+    counter: String,
+    window: String,
+    ended: String,
+}
+
 /// An online key whose node has not heartbeaten for this long is treated as offline by calls.
 pub const NODE_SUSPECT: Duration = Duration::from_millis(2500);
 
+mod answers;
 mod conn;
 mod follow;
 mod forms;

@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use super::{
-    Acquired, AgentRate, Cluster, EVENTS, Lane, NODE_SUSPECT, NODES, Place, Slot, StoreError, ms,
-    rate_window,
+    Acquired, Cluster, EVENTS, Lane, NODE_SUSPECT, NODES, Place, SessionNames, Slot, StoreError, ms,
 };
 use crate::tokens::unix_now_ms;
 
@@ -88,45 +87,24 @@ impl Cluster {
         }
     }
 
-    pub(super) async fn sharded_acquire(
+    /// What the cluster form of the admission script answered: the slots are taken first, so
+    /// they are given back on drop even if the liveness check of the tab's node fails.
+    pub(super) async fn sharded_acquired(
         self: &Arc<Self>,
-        rid: &str,
-        agent: &AgentRate<'_>,
+        reply: Vec<String>,
+        names: SessionNames,
     ) -> Result<(Acquired, Option<(Slot, Place)>), StoreError> {
-        let (window_key, window_ms) = rate_window(agent.bucket, agent.window);
-        let mut spend = self.scripts.rate.key(window_key);
-        spend.arg(agent.limit).arg(window_ms);
-        let spent: i64 = self
-            .op(spend.invoke_async(&mut self.conn_for(Lane::Calls)))
-            .await?;
-        if spent != 1 {
-            return Ok((Acquired::RateLimited, None));
-        }
-        let counter = self.tagged("va:if:", rid);
-        let mut inv = self.sharded_scripts.acquire.key(self.key_name(rid));
-        inv.key(&counter);
-        inv.arg(self.settings.max_inflight)
-            .arg(ms(self.settings.inflight_ttl));
-        let reply: Vec<String> = self
-            .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
-            .await?;
         let mut words = reply.into_iter();
-        Ok(match words.next().as_deref() {
-            Some("ok") => {
-                // The slot is taken first: it is given back on drop, even if the check fails.
-                let slot = Slot {
-                    cluster: self.clone(),
-                    counter,
-                };
-                let place = match (words.next(), words.next()) {
-                    (Some(node), Some(sid)) => self.checked(node, sid).await?,
-                    _ => Place::Waiting,
-                };
-                (Acquired::Ok, Some((slot, place)))
-            }
-            Some("busy") => (Acquired::TooMany, None),
-            _ => (Acquired::Unknown, None),
-        })
+        let outcome = Acquired::from_word(words.next().as_deref());
+        if !matches!(outcome, Acquired::Ok) {
+            return Ok((outcome, None));
+        }
+        let slot = self.slot(names);
+        let place = match (words.next(), words.next()) {
+            (Some(node), Some(sid)) => self.checked(node, sid).await?,
+            _ => Place::Waiting,
+        };
+        Ok((Acquired::Ok, Some((slot, place))))
     }
 
     pub(super) async fn sharded_reap(&self) -> Result<u64, StoreError> {

@@ -74,18 +74,19 @@ impl Drop for Watch<'_> {
 /// One in-flight slot of a key; given back on drop.
 pub struct Slot {
     pub(super) cluster: Arc<Cluster>,
-    pub(super) counter: String,
+    /// The key's and the session's in-flight counters (one hash slot on a cluster).
+    pub(super) counters: [String; 2],
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let cluster = self.cluster.clone();
-        let counter = std::mem::take(&mut self.counter);
+        let [key, session] = std::mem::take(&mut self.counters);
         tokio::spawn(async move {
+            let mut pipe = redis::pipe();
+            pipe.decr(key, 1).ignore().decr(session, 1).ignore();
             let _ = cluster
-                .op(redis::cmd("DECR")
-                    .arg(counter)
-                    .query_async::<i64>(&mut cluster.conn_for(Lane::Calls)))
+                .op(pipe.query_async::<()>(&mut cluster.conn_for(Lane::Calls)))
                 .await;
         });
     }
