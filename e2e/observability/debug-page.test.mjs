@@ -44,7 +44,7 @@ test('the page lists the sessions, draws a session\'s calls and modes, links its
   const token = await within(5000, client.start(), 'client.start');
   stack.remember(token.token, token.apiKey);
   worker.remember(token.token, token.apiKey);
-  const headers = { authorization: `Bearer ${stack.agentSecret}`, 'x-voice-agent-key': token.apiKey, 'content-type': 'application/json' };
+  const headers = { authorization: `Bearer ${await stack.tokenFor(token.apiKey)}`, 'x-voice-agent-key': token.apiKey, 'content-type': 'application/json' };
   const traceId = randomBytes(16).toString('hex');
   const call = (tool, args, extra = {}) => worker.fetch(`/agent/tools/${tool}`, { method: 'POST', headers: { ...headers, ...extra }, body: JSON.stringify(args) });
   const page = await browser.newPage();
@@ -63,7 +63,7 @@ test('the page lists the sessions, draws a session\'s calls and modes, links its
     const res = await page.goto(`${worker.url}/debug`, { waitUntil: 'load' });
     assert.equal(res.status(), 200);
     assert.match(res.headers()['content-security-policy'], /script-src 'self'/);
-    await page.getByLabel(/Credential/).fill(stack.agentSecret);
+    await page.getByLabel(/Credential/).fill(stack.relay.operatorSecret);
     await page.getByRole('button', { name: 'Show the sessions' }).click();
     await page.getByRole('button', { name: /Show the timeline of session s_/ }).first().waitFor({ timeout: 10000 });
     await shot(page, 'debug-sessions');
@@ -94,6 +94,7 @@ test('the page lists the sessions, draws a session\'s calls and modes, links its
     const html = await page.content();
     assert.ok(!html.includes(token.apiKey) && !html.includes(token.apiKey.slice(3)), 'no key in the page');
     assert.ok(!html.includes(token.token), 'no token in the page');
+    assert.ok(!html.includes(await stack.tokenFor(token.apiKey)), 'no session token in the page');
     assert.deepEqual(errors, []);
   } finally {
     await page.close();
@@ -101,15 +102,18 @@ test('the page lists the sessions, draws a session\'s calls and modes, links its
   }
 });
 
-test('a wrong credential shows nothing', async () => {
-  const page = await browser.newPage();
-  try {
-    await page.goto(`${worker.url}/debug`, { waitUntil: 'load' });
-    await page.getByLabel(/Credential/).fill('not-the-operators-credential');
-    await page.getByRole('button', { name: 'Show the sessions' }).click();
-    await eventually(async () => /refused/.test(await page.locator('#status').textContent()), 'the refusal said');
-    assert.equal(await page.locator('#sessions-section').isHidden(), true);
-  } finally {
-    await page.close();
+test('a wrong credential, or an agent\'s session token, shows nothing', async () => {
+  const key = (await stack.issueKey()).apiKey;
+  for (const credential of ['not-the-operators-credential', await stack.tokenFor(key)]) {
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${worker.url}/debug`, { waitUntil: 'load' });
+      await page.getByLabel(/Credential/).fill(credential);
+      await page.getByRole('button', { name: 'Show the sessions' }).click();
+      await eventually(async () => /refused/.test(await page.locator('#status').textContent()), 'the refusal said');
+      assert.equal(await page.locator('#sessions-section').isHidden(), true);
+    } finally {
+      await page.close();
+    }
   }
 });

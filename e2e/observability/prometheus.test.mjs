@@ -113,7 +113,7 @@ async function traffic() {
     assert.equal((await relay.call({ apiKey: key, toolName: 'nope', awaitResult: true })).body.error.code, 'no_handler');
     assert.equal((await relay.call({ apiKey: key, toolName: 'slow', awaitResult: true, timeoutMs: 100 })).body.error.code, 'timeout');
   }
-  const agent = { authorization: `Bearer ${worker.agentSecret}`, 'x-voice-agent-key': key, 'content-type': 'application/json' };
+  const agent = { authorization: `Bearer ${await relay.tokenFor(key)}`, 'x-voice-agent-key': key, 'content-type': 'application/json' };
   for (const [tool, args] of [['OpenPopover', { message: 'from the worker' }], ['enter_spread', {}], ['draw_card', { positionLabel: 'Past', promptRole: 'r' }], ['not_a_tool', {}]]) {
     const res = await worker.fetch(`/agent/tools/${tool}`, { method: 'POST', headers: agent, body: JSON.stringify(args) });
     assert.equal(res.status, 200, JSON.stringify(res.body));

@@ -34,14 +34,15 @@ before(async () => { stack = await startStack({ catalog: CATALOG }); });
 after(async () => { await stack?.stop(); });
 
 const fp = (key) => createHash('sha256').update(key).digest('hex').slice(0, 8);
-const operator = () => ({ authorization: `Bearer ${stack.agentSecret}` });
+const operator = () => ({ authorization: `Bearer ${stack.relay.operatorSecret}` });
 
+/** An agent of `key` on the worker's HTTP API, with a session token for that key alone. */
 function agent(key) {
-  const headers = { authorization: `Bearer ${stack.agentSecret}`, 'x-voice-agent-key': key, 'content-type': 'application/json' };
+  const headers = async () => ({ authorization: `Bearer ${await stack.tokenFor(key)}`, 'x-voice-agent-key': key, 'content-type': 'application/json' });
   return {
-    tools: () => stack.worker.fetch('/agent/tools', { headers }),
+    tools: async () => stack.worker.fetch('/agent/tools', { headers: await headers() }),
     async call(tool, args = {}) {
-      const res = await stack.worker.fetch(`/agent/tools/${tool}`, { method: 'POST', headers, body: JSON.stringify(args) });
+      const res = await stack.worker.fetch(`/agent/tools/${tool}`, { method: 'POST', headers: await headers(), body: JSON.stringify(args) });
       assert.equal(res.status, 200, JSON.stringify(res.body));
       return res.body;
     },
@@ -218,9 +219,17 @@ test('a tab killed mid-call: the call times out and the tab shows offline', asyn
   }
 });
 
-test('timelines take the operators\' credential; an unknown id is unknown_key; bad waits are refused', async () => {
+test('timelines take the operators\' credential (never a session token); an unknown id is unknown_key; bad waits are refused', async () => {
   const none = await stack.worker.fetch('/sessions/s_0000000000000000/events');
   assert.equal(none.status, 401);
+  // An agent's session token is no operator's credential: it reads no timeline.
+  const key = (await stack.issueKey()).apiKey;
+  const agentToken = { authorization: `Bearer ${await stack.tokenFor(key)}`, 'x-voice-agent-key': key };
+  for (const path of ['/sessions', '/sessions/s_0000000000000000/events']) {
+    const refused = await stack.worker.fetch(path, { headers: agentToken });
+    assert.equal(refused.status, 401, path);
+    assert.equal(refused.body.error.code, 'unauthorized', path);
+  }
   const unknown = await stack.worker.fetch('/sessions/s_0000000000000000/events', { headers: operator() });
   assert.equal(unknown.status, 404);
   assert.equal(unknown.body.error.code, 'unknown_key');

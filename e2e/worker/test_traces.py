@@ -10,6 +10,7 @@ for the keys and secrets the test saw."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import secrets
@@ -25,7 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from voice_relay_agent.client import WorkerClient
 
-from conftest import RELAY_BIN, WORKER_BIN, Server, launch
+from conftest import RELAY_BIN, WORKER_BIN, Server, Stack, launch
 from mcp_support import Tab, mcp_client
 from otlp_receiver import Receiver
 
@@ -60,12 +61,28 @@ CATALOG = {
 
 @dataclass
 class Traced:
-    relay: Server
-    worker: Server
-    agent_secret: str
-    livekit_secret: str
+    stack: Stack
     receiver: Receiver
-    seen: set[str]
+
+    @property
+    def relay(self) -> Server:
+        return self.stack.relay
+
+    @property
+    def worker(self) -> Server:
+        return self.stack.worker
+
+
+def assert_no_secret(name: str, text: str, seen: set[str]) -> None:
+    """No whole key, token or secret in ``text``; nor a key's hex body, nor a session token's
+    signature (the token cut in pieces)."""
+    for secret in seen:
+        assert secret not in text, f"the {name} holds a whole key, token or secret"
+        if secret.startswith("va_"):
+            assert secret[3:] not in text, f"the {name} holds a key's hex body"
+        parts = secret.split(".")
+        if len(parts) == 3 and len(parts[2]) >= 32:
+            assert parts[2] not in text, f"the {name} holds a session token's signature"
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +93,10 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traced]:
     receiver = Receiver(logs / f"otlp-payloads-python-{os.getpid()}.bin").start()
     catalog = tmp_path_factory.mktemp("catalog") / "catalog.json"
     catalog.write_text(json.dumps(CATALOG))
-    agent_secret = "as-" + secrets.token_hex(24)
+    worker_secret = "ws-" + secrets.token_hex(24)
+    operator_secret = "os-" + secrets.token_hex(24)
     livekit_secret = "lk-" + secrets.token_hex(24)
+    seed = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
     otel = {
         "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
         "OTEL_TRACES_SAMPLER": "parentbased_always_on",
@@ -88,14 +107,20 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traced]:
         "RUST_LOG": "debug",
         "LIVEKIT_API_KEY": "devkey",
         "LIVEKIT_API_SECRET": livekit_secret,
-        "RELAY_AGENT_SECRET": agent_secret,
+        "RELAY_WORKER_SECRET": worker_secret,
+        "RELAY_OPERATOR_SECRET": operator_secret,
         **otel,
     }
     pid = os.getpid()
     relay = launch(
         "relay",
         [str(RELAY_BIN)],
-        {**base, "RELAY_ADDR": "127.0.0.1:0", "RELAY_TOKEN_MODE": "open"},
+        {
+            **base,
+            "RELAY_ADDR": "127.0.0.1:0",
+            "RELAY_SESSION_KEYS": f"k1:{seed}",
+            "RELAY_TOKEN_MODE": "open",
+        },
         logs / f"python-traced-relay-{pid}.log",
     )
     try:
@@ -114,27 +139,31 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traced]:
         relay.stop()
         receiver.stop()
         raise
-    traced = Traced(relay, worker, agent_secret, livekit_secret, receiver, set())
-    traced.seen.update((agent_secret, livekit_secret))
+    stack = Stack(
+        relay,
+        worker,
+        worker_secret,
+        operator_secret,
+        livekit_secret,
+        {worker_secret, operator_secret, livekit_secret, seed},
+    )
     try:
-        yield traced
+        yield Traced(stack, receiver)
     finally:
-        texts = [worker.stop(), relay.stop()]
+        texts = {"worker log": worker.stop(), "relay log": relay.stop()}
         receiver.stop()
-        payloads = receiver.payloads.read_bytes().decode("latin-1")
+        texts["spans received"] = receiver.payloads.read_bytes().decode("latin-1")
         assert receiver.requests > 0 and receiver.refused == 0
-        for text in [*texts, payloads]:
-            for secret in traced.seen:
-                assert secret not in text, "a log or a span holds a whole key, token or secret"
-                if secret.startswith("va_"):
-                    assert secret[3:] not in text
+        assert any(len(s.split(".")) == 3 for s in stack.secrets_seen), "session tokens searched"
+        for name, text in texts.items():
+            assert_no_secret(name, text, stack.secrets_seen)
 
 
 @pytest.fixture
 async def tab(traced: Traced) -> AsyncIterator[Tab]:
     """The browser client itself as the tab."""
     t = await Tab.open(traced.relay.url, client=True)
-    traced.seen.add(t.api_key)
+    traced.stack.secrets_seen.add(t.api_key)
     try:
         yield t
     finally:
@@ -180,7 +209,9 @@ async def test_one_trace_from_the_agents_span_through_worker_and_relay_to_the_ta
     traced: Traced, tab: Tab
 ) -> None:
     test = tracer(traced.receiver)
-    async with WorkerClient(traced.worker.url, traced.agent_secret, tab.api_key) as client:
+    async with WorkerClient(
+        traced.worker.url, traced.stack.token_for(tab.api_key), tab.api_key
+    ) as client:
         with test.start_as_current_span("function_tool") as span:
             outcome = await client.call_tool("draw_card", {"positionLabel": "Past"})
     assert outcome.ok, outcome.error
@@ -220,7 +251,9 @@ async def test_one_trace_from_the_agents_span_through_worker_and_relay_to_the_ta
 
 async def test_timeouts_and_no_handler_end_in_error_spans(traced: Traced, tab: Tab) -> None:
     test = tracer(traced.receiver)
-    async with WorkerClient(traced.worker.url, traced.agent_secret, tab.api_key) as client:
+    async with WorkerClient(
+        traced.worker.url, traced.stack.token_for(tab.api_key), tab.api_key
+    ) as client:
         with test.start_as_current_span("function_tool") as held:
             late = await client.call_tool("draw_card", {"positionLabel": "Hold"})
         with test.start_as_current_span("function_tool") as unhandled:
@@ -242,7 +275,10 @@ async def test_timeouts_and_no_handler_end_in_error_spans(traced: Traced, tab: T
 async def test_an_mcp_call_carries_its_trace_in_params_meta(traced: Traced, tab: Tab) -> None:
     test = tracer(traced.receiver)
     async with mcp_client(
-        traced.worker.url + "/mcp", traced.agent_secret, tab.api_key, mode="2026-07-28"
+        traced.worker.url + "/mcp",
+        traced.stack.token_for(tab.api_key),
+        tab.api_key,
+        mode="2026-07-28",
     ) as client:
         with test.start_as_current_span("function_tool") as span:
             # The mcp client puts the current context into the request's params._meta.
