@@ -332,14 +332,15 @@ impl Worker {
         if !telemetry::enabled() {
             return Span::none();
         }
-        let mode = self.sessions.mode(key);
+        // The session the call opens, if it is the key's first request.
+        let mode = self.agent_mode(key);
         let span = tracing::info_span!(
             "tool",
             otel.kind = "internal",
             otel.name = %format!("tool {tool}"),
             worker.tool = tool,
             worker.key = %Fp(key),
-            worker.mode = mode.as_deref().unwrap_or("-"),
+            worker.mode = mode.as_str(),
             relay.call_id = field::Empty,
         );
         // Inside a surface's request span the call is its child; on its own, the caller's.

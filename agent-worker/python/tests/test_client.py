@@ -161,7 +161,7 @@ async def test_requests_carry_the_current_span_as_w3c_trace_context() -> None:
         return httpx.Response(200, json=body)
 
     async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as http:
-        client = c.WorkerClient("http://worker.test", "s" * 20, KEY, http=http)
+        client = c.WorkerClient("http://worker.test", TOKEN, KEY, http=http)
         tracer = TracerProvider().get_tracer("test")
         with tracer.start_as_current_span("function_tool") as span:
             await client.call_tool("OpenPopover", {"message": "hi"})
@@ -171,4 +171,4 @@ async def test_requests_carry_the_current_span_as_w3c_trace_context() -> None:
     flags = int(ctx.trace_flags)
     assert traced["traceparent"] == f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{flags:02x}"
     assert "traceparent" not in plain
-    assert plain["authorization"] == "Bearer " + "s" * 20
+    assert plain["authorization"] == "Bearer " + TOKEN

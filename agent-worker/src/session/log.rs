@@ -237,7 +237,11 @@ impl Sessions {
         let mode = mode.as_deref().unwrap_or("-");
         // Displayed, not quoted: `grep 'tool=CreateDiagram'` finds the line.
         let result = outcome.err().map_or("ok", Code::as_str);
-        tracing::info!(key = %Fp(key), tool = %tool, mode = %mode, duration_ms = ms, outcome = %result, call_id, trace_id, "tool call");
+        let (call_id, trace_id) = (
+            call_id.map(tracing::field::display),
+            trace_id.map(tracing::field::display),
+        );
+        tracing::info!(key = %Fp(key), tool = %tool, mode = %mode, duration_ms = ms, call_id, trace_id, outcome = %result, "tool call");
         let label = if self.catalog.current().claims(tool) {
             tool
         } else {
