@@ -1,7 +1,8 @@
 //! One suite for every key store: the same cases run unchanged against the in-memory store and
 //! against the Redis store on a real `redis-server` (started here on a free port), over TLS, and
 //! on a Redis Cluster of six servers; and the Redis scripts walked through the lifecycle table
-//! (`relay::store::lifecycle`). The cases with tabs
+//! (`relay::store::lifecycle`); a key's changes reach only the nodes waiting for it (`events.rs`).
+//! The cases with tabs
 //! (binding, replacing, the grace, in-flight slots, finding the tab) are in `binding.rs`, what a
 //! tab declares and the session mode in `declare.rs`, on real sockets (`tabs.rs`).
 
@@ -11,6 +12,8 @@ mod binding;
 mod cluster;
 #[path = "store_conformance/declare.rs"]
 mod declare;
+#[path = "store_conformance/events.rs"]
+mod events;
 #[path = "store_conformance/lanes.rs"]
 mod lanes;
 #[path = "store_conformance/lost.rs"]
@@ -330,6 +333,8 @@ async fn redis_store() {
         .with_agents(&[[7; 32]], AGENT_RATE);
     suite(&store).await;
     lanes::a_bind_storm_delays_neither_heartbeat_nor_lookup(&cluster).await;
+    events::only_waiting_nodes_hear_a_key(&cluster, &format!("redis://127.0.0.1:{}", server.port))
+        .await;
 }
 
 /// The same suite through `rediss://` with an ACL user, trusting the test's own CA.
@@ -374,6 +379,7 @@ async fn redis_store_on_a_cluster() {
         .with_agents(&[[7; 32]], AGENT_RATE);
     suite(&store).await;
     lanes::a_bind_storm_delays_neither_heartbeat_nor_lookup(&cluster).await;
+    events::only_waiting_nodes_hear_a_key(&cluster, &servers.url()).await;
     tokio::task::spawn_blocking(move || cluster::check_config(&servers))
         .await
         .expect("check-config on the cluster");

@@ -208,8 +208,10 @@ impl KeyStore for RedisStore {
         deadline: Instant,
     ) -> Result<Option<KeyStatus>, StoreError> {
         let rid = cluster::rid(key);
-        // Watching before each read, so no change between the read and the wait is missed.
+        // Watching before each read, so no change between the read and the wait is missed; in
+        // the key's watch in Redis before the first read, so its changes reach this node.
         let watch = self.cluster.watch(&rid);
+        let _interest = self.cluster.interest(&rid).await?;
         loop {
             let mark = watch.mark();
             let Some(status) = self.status(key).await? else {

@@ -4,12 +4,19 @@
 //!
 //! In a source, a line ending in `--one` belongs to the one-server form only (the steps that
 //! span slots: the nodes' key sets, the heartbeat check, the agent's rate window; on a cluster
-//! they are separate commands around the script), a line ending in `--cluster` to the cluster
-//! form only, and `$EVENTS` names the key events channel: a key on one server, an argument on a
-//! cluster (a channel is not a key there). The arguments both forms share come first, in the
-//! same order, so one source reads the same `ARGV[i]` in both.
+//! they are separate commands around the script) and a line ending in `--cluster` to the cluster
+//! form only. Both forms take the same first keys (the key's record, then its watch: the calls in
+//! flight and the nodes waiting for its changes, [`super::watch`]) and the same first arguments,
+//! in the same order, so one source reads the same `KEYS[i]` and `ARGV[i]` in both; the
+//! one-server form's own follow.
+//!
+//! A change of the key is published with [`TELL_LUA`]'s `tell` to the nodes in its watch only,
+//! each on its own channel (`va:ev:<node>`): a node hears a key's events while it has a call
+//! waiting for the key, and never otherwise.
 
 use redis::Script;
+
+use super::{EVENTS_PREFIX, WATCH_PREFIX};
 
 /// One step of a fixed window, for the agent's rate in [`ACQUIRE`] (on a cluster, spent by its
 /// own script before).
@@ -21,8 +28,29 @@ local function spend(k, limit, window)
 end
 ";
 
-/// The text of one form of `source`, with `events` for `$EVENTS`.
-pub(super) fn text(source: &str, cluster: bool, events: &str) -> String {
+/// Lua shared by every script that changes a key: `tell(k, w)` publishes the key's name `k` to
+/// each node in the key's watch `w` (its fields but `n`, the count of calls in flight), on the
+/// node's own channel. A channel is not a key, so on a cluster this is a classic publish, which
+/// reaches the one node subscribed to it.
+pub(super) fn tell_lua() -> String {
+    format!(
+        r"
+local function tell(k, w)
+  local f = redis.call('HKEYS', w)
+  for i = 1, #f do
+    if f[i] ~= 'n' then redis.call('PUBLISH', '{EVENTS_PREFIX}' .. f[i], k) end
+  end
+end
+local function watch_of(k)
+  return '{WATCH_PREFIX}' .. string.sub(k, {skip})
+end
+",
+        skip = super::KEY_PREFIX.len() + 1
+    )
+}
+
+/// The text of one form of `source`.
+pub(super) fn text(source: &str, cluster: bool) -> String {
     let (mine, other) = if cluster {
         ("--cluster", "--one")
     } else {
@@ -37,16 +65,16 @@ pub(super) fn text(source: &str, cluster: bool, events: &str) -> String {
         out.push_str(trimmed.strip_suffix(mine).unwrap_or(trimmed).trim_end());
         out.push('\n');
     }
-    out.replace("$EVENTS", events)
+    out
 }
 
-/// One form of `source` (after `prelude`, the Lua functions it calls) as a script.
-pub(super) fn script(prelude: &str, source: &str, cluster: bool, events: &str) -> Script {
-    Script::new(&format!("{prelude}{}", text(source, cluster, events)))
+/// One form of `source` (after `prelude`, the Lua functions it calls, and `tell`) as a script.
+pub(super) fn script(prelude: &str, source: &str, cluster: bool) -> Script {
+    Script::new(&format!("{}{prelude}{}", tell_lua(), text(source, cluster)))
 }
 
 /// Where a key's tab is. One server: KEYS key, nodes; ARGV suspect ms (the node's heartbeat is
-/// checked here). Cluster: KEYS key (the heartbeat is read after).
+/// checked here). Cluster: KEYS key (the heartbeat is checked after).
 pub(super) const LOOKUP: &str = r"
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
 if not h[1] or h[1] == 'revoked' then return {'unknown'} end
@@ -55,9 +83,8 @@ if p then return {'online', p[1], p[2]} end --one
 if h[1] == 'online' then return {'online', h[2], h[3]} end --cluster
 return {'waiting'}";
 
-/// KEYS: key, then on one server this node's key set and the events channel. ARGV: now, node,
-/// sid, proof (t|b), token exp ms, online extra ms, then the node-keys prefix (one server) or
-/// the events channel (cluster).
+/// KEYS: key, watch, then on one server this node's key set. ARGV: now, node, sid, proof (t|b),
+/// token exp ms, online extra ms, then on one server the node-keys prefix.
 pub(super) const BIND: &str = r"
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'eb', 'exp')
 local st = h[1]
@@ -74,8 +101,8 @@ redis.call('HSET', KEYS[1], 'st', 'online', 'node', ARGV[2], 'sid', ARGV[3], 'si
 local left = exp - now
 if left < 0 then left = 0 end
 redis.call('PEXPIRE', KEYS[1], left + tonumber(ARGV[6]))
-redis.call('SADD', KEYS[2], KEYS[1]) --one
-redis.call('PUBLISH', $EVENTS, KEYS[1])
+redis.call('SADD', KEYS[3], KEYS[1]) --one
+tell(KEYS[1], KEYS[2])
 local mode = redis.call('HGET', KEYS[1], 'md') or ''
 if st == 'online' then
   if h[2] ~= ARGV[2] then redis.call('SREM', ARGV[7] .. h[2], KEYS[1]) end --one
@@ -83,17 +110,16 @@ if st == 'online' then
 end
 return {'bound', tostring(exp), '', '', mode}";
 
-/// Needs `go_offline`. KEYS: key, then on one server this node's key set and the events
-/// channel. ARGV: now, node, sid, grace ms, then on a cluster the events channel.
+/// Needs `go_offline`. KEYS: key, watch, then on one server this node's key set. ARGV: now,
+/// node, sid, grace ms.
 pub(super) const RELEASE: &str = r"
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'exp')
 if h[1] ~= 'online' or h[2] ~= ARGV[2] or h[3] ~= ARGV[3] then return 0 end
-redis.call('SREM', KEYS[2], KEYS[1]) --one
-go_offline(KEYS[1], ARGV[1], ARGV[4], h[4], $EVENTS)
+redis.call('SREM', KEYS[3], KEYS[1]) --one
+go_offline(KEYS[1], KEYS[2], ARGV[1], ARGV[4], h[4])
 return 1";
 
-/// KEYS: key, then on one server the events channel. ARGV: now, then the node-keys prefix
-/// (one server) or the events channel (cluster).
+/// KEYS: key, watch. ARGV: now, then on one server the node-keys prefix.
 pub(super) const REVOKE: &str = r"
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'exp')
 if not h[1] or h[1] == 'revoked' then return {'unknown'} end
@@ -102,7 +128,7 @@ redis.call('HDEL', KEYS[1], 'node', 'sid')
 local ttl = tonumber(h[3]) - tonumber(ARGV[1])
 if ttl < 1 then ttl = 1 end
 redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('PUBLISH', $EVENTS, KEYS[1])
+tell(KEYS[1], KEYS[2])
 if h[1] == 'online' then
   redis.call('SREM', ARGV[2] .. h[2], KEYS[1]) --one
   return {'revoked', h[2]}
@@ -113,25 +139,23 @@ return {'revoked'}";
 /// node's tab, which replaced this one; online with any other socket bound before (another
 /// node's, or one this node no longer holds: it holds one socket a key) is what a failover left
 /// when it lost the bind of this binding and the release before it, and the binding is restored.
-/// A restored binding is online since it was bound. KEYS: key, then on one server this node's
-/// key set and the events channel. ARGV: now, node, sid, exp ms, ttl ms, bound ms (this node's
-/// clock), then on a cluster the events channel.
+/// A restored binding is online since it was bound. KEYS: key, watch, then on one server this
+/// node's key set. ARGV: now, node, sid, exp ms, ttl ms, bound ms (this node's clock).
 pub(super) const REASSERT: &str = r"
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'since')
 if h[1] == 'revoked' then return 'revoked' end
 if h[1] == 'online' and h[2] ~= ARGV[2] and tonumber(h[4] or '0') >= tonumber(ARGV[6]) then
   return 'elsewhere'
 end
-redis.call('SADD', KEYS[2], KEYS[1]) --one
+redis.call('SADD', KEYS[3], KEYS[1]) --one
 if h[1] == 'online' and h[3] == ARGV[3] then return 'kept' end
 redis.call('HSET', KEYS[1], 'st', 'online', 'node', ARGV[2], 'sid', ARGV[3], 'since', ARGV[6], 'eb', '1', 'exp', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-redis.call('PUBLISH', $EVENTS, KEYS[1])
+tell(KEYS[1], KEYS[2])
 return 'restored'";
 
 /// What a tab declared: only from the socket that holds the key; an equal declaration changes
-/// nothing. KEYS: key, then on one server the events channel. ARGV: node, sid, handles
-/// (joined), page tools ('' for none), then on a cluster the events channel.
+/// nothing. KEYS: key, watch. ARGV: node, sid, handles (joined), page tools ('' for none).
 pub(super) const DECLARE: &str = r"
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'hd', 'pt', 'rv')
 if h[1] ~= 'online' or h[2] ~= ARGV[1] or h[3] ~= ARGV[2] then return {'not_bound'} end
@@ -139,23 +163,25 @@ if h[4] == ARGV[3] and (h[5] or '') == ARGV[4] then return {'same', h[6] or '0'}
 redis.call('HSET', KEYS[1], 'hd', ARGV[3])
 if ARGV[4] == '' then redis.call('HDEL', KEYS[1], 'pt') else redis.call('HSET', KEYS[1], 'pt', ARGV[4]) end
 local rv = redis.call('HINCRBY', KEYS[1], 'rv', 1)
-redis.call('PUBLISH', $EVENTS, KEYS[1])
+tell(KEYS[1], KEYS[2])
 return {'ok', tostring(rv)}";
 
-/// A call's in-flight slot, and where the tab is. KEYS: key, in-flight counter, then on one
-/// server the nodes and the agent's rate window. ARGV: max in flight, counter ttl ms, then on
-/// one server suspect ms, the agent's rate limit and window ms.
+/// A call's in-flight slot, this node's place in the key's watch (so it hears the key's changes
+/// while the call runs), and where the tab is. KEYS: key, watch, then on one server the nodes
+/// and the agent's rate window. ARGV: max in flight, watch ttl ms, node, then on one server
+/// suspect ms, the agent's rate limit and window ms.
 pub(super) const ACQUIRE: &str = r"
-if not spend(KEYS[4], ARGV[4], ARGV[5]) then return {'rate'} end --one
+if not spend(KEYS[4], ARGV[5], ARGV[6]) then return {'rate'} end --one
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
 if not h[1] or h[1] == 'revoked' then return {'unknown'} end
-local n = redis.call('INCR', KEYS[2])
+local n = redis.call('HINCRBY', KEYS[2], 'n', 1)
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 if n > tonumber(ARGV[1]) then
-  redis.call('DECR', KEYS[2])
+  redis.call('HINCRBY', KEYS[2], 'n', -1)
   return {'busy'}
 end
-local p = place(h, KEYS[3], ARGV[3]) --one
+redis.call('HINCRBY', KEYS[2], ARGV[3], 1)
+local p = place(h, KEYS[3], ARGV[4]) --one
 if p then return {'ok', p[1], p[2]} end --one
 if h[1] == 'online' then return {'ok', h[2], h[3]} end --cluster
 return {'ok'}";
@@ -166,30 +192,33 @@ mod tests {
 
     #[test]
     fn each_form_keeps_its_own_lines() {
-        let source = "a()\nb() --one\nc() --cluster\nd($EVENTS)";
-        assert_eq!(text(source, false, "KEYS[3]"), "a()\nb()\nd(KEYS[3])\n");
-        assert_eq!(text(source, true, "ARGV[7]"), "a()\nc()\nd(ARGV[7])\n");
+        let source = "a()\nb() --one\nc() --cluster\nd()";
+        assert_eq!(text(source, false), "a()\nb()\nd()\n");
+        assert_eq!(text(source, true), "a()\nc()\nd()\n");
     }
 
     #[test]
     fn no_marker_or_placeholder_is_left() {
         for source in [LOOKUP, BIND, RELEASE, REVOKE, REASSERT, DECLARE, ACQUIRE] {
             for cluster in [false, true] {
-                let form = text(source, cluster, "X");
+                let form = text(source, cluster);
                 assert!(
                     !form.contains("--one") && !form.contains("--cluster"),
                     "{form}"
                 );
-                assert!(!form.contains("$EVENTS"), "{form}");
+                assert!(
+                    !form.contains("PUBLISH"),
+                    "changes are told with tell(): {form}"
+                );
             }
         }
         // The cross-slot steps are the one-server form's only.
-        let cluster = text(BIND, true, "ARGV[7]");
+        let cluster = text(BIND, true);
         assert!(
             !cluster.contains("SADD") && !cluster.contains("SREM"),
             "{cluster}"
         );
-        assert!(!text(ACQUIRE, true, "").contains("spend("));
-        assert!(!text(LOOKUP, true, "").contains("place("));
+        assert!(!text(ACQUIRE, true).contains("spend("));
+        assert!(!text(LOOKUP, true).contains("place("));
     }
 }

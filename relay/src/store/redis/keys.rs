@@ -1,6 +1,6 @@
 //! A key's state in Redis: issuing, binding, releasing, revoking, reading it, a call's
 //! in-flight slot with the agent's shared rate, and `Idempotency-Key` claims. Each change is
-//! one script (see [`super::scripts`]) that publishes the key on [`EVENTS`].
+//! one script (see [`super::scripts`]) that tells the nodes in the key's watch.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,9 +8,8 @@ use std::time::Duration;
 use redis::Value;
 
 use super::{
-    Acquired, AgentRate, Bound, Cluster, Declared, EVENTS, IdemClaim, Lane, NODE_KEYS_PREFIX,
-    NODE_SUSPECT, NODES, ONLINE_EXTRA, Place, Revoked, Slot, StoreError, StoredStatus, ms,
-    rate_window,
+    Acquired, AgentRate, Bound, Cluster, Declared, IdemClaim, Lane, NODE_KEYS_PREFIX, NODE_SUSPECT,
+    NODES, ONLINE_EXTRA, Place, Revoked, Slot, StoreError, StoredStatus, ms, rate_window,
 };
 use crate::store::keys::TabInfo;
 use crate::store::lifecycle::BindError;
@@ -51,8 +50,8 @@ impl Cluster {
         };
         let reply: Vec<String> = if self.sharded {
             let mut inv = self.sharded_scripts.bind.key(self.key_name(rid));
+            inv.key(self.watch_name(rid));
             bind_args(&mut inv);
-            inv.arg(EVENTS);
             let reply: Vec<String> = self
                 .op(inv.invoke_async(&mut self.conn_for(Lane::Tabs)))
                 .await?;
@@ -63,7 +62,8 @@ impl Cluster {
             reply
         } else {
             let mut inv = self.scripts.bind.key(self.key_name(rid));
-            inv.key(self.node_keys(&self.node)).key(EVENTS);
+            inv.key(self.watch_name(rid))
+                .key(self.node_keys(&self.node));
             bind_args(&mut inv);
             inv.arg(NODE_KEYS_PREFIX);
             self.op(inv.invoke_async(&mut self.conn_for(Lane::Tabs)))
@@ -95,7 +95,8 @@ impl Cluster {
             return self.sharded_release(rid, sid).await;
         }
         let mut inv = self.scripts.release.key(self.key_name(rid));
-        inv.key(self.node_keys(&self.node)).key(EVENTS);
+        inv.key(self.watch_name(rid))
+            .key(self.node_keys(&self.node));
         inv.arg(unix_now_ms())
             .arg(&self.node)
             .arg(sid)
@@ -108,7 +109,7 @@ impl Cluster {
     pub async fn revoke(&self, rid: &str) -> Result<Revoked, StoreError> {
         let reply: Vec<String> = if self.sharded {
             let mut inv = self.sharded_scripts.revoke.key(self.key_name(rid));
-            inv.arg(unix_now_ms()).arg(EVENTS);
+            inv.key(self.watch_name(rid)).arg(unix_now_ms());
             let reply: Vec<String> = self
                 .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
                 .await?;
@@ -120,7 +121,7 @@ impl Cluster {
             reply
         } else {
             let mut inv = self.scripts.revoke.key(self.key_name(rid));
-            inv.key(EVENTS);
+            inv.key(self.watch_name(rid));
             inv.arg(unix_now_ms()).arg(NODE_KEYS_PREFIX);
             self.op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
                 .await?
@@ -208,16 +209,11 @@ impl Cluster {
             &self.scripts.declare
         };
         let mut inv = script.key(self.key_name(rid));
-        if !self.sharded {
-            inv.key(EVENTS);
-        }
+        inv.key(self.watch_name(rid));
         inv.arg(&self.node)
             .arg(sid)
             .arg(declared.joined())
             .arg(declared.page_tools().unwrap_or(""));
-        if self.sharded {
-            inv.arg(EVENTS);
-        }
         let reply: Vec<String> = self
             .op(inv.invoke_async(&mut self.conn_for(Lane::Tabs)))
             .await?;
@@ -265,7 +261,8 @@ impl Cluster {
     }
 
     /// Takes one call from the agent's rate window and one of the key's in-flight slots, both
-    /// counted across nodes, and tells where the key's tab is: one round trip for all three.
+    /// counted across nodes, puts this node in the key's watch while the call runs, and tells
+    /// where the key's tab is: one round trip for all of it.
     pub async fn acquire(
         self: &Arc<Self>,
         rid: &str,
@@ -274,12 +271,13 @@ impl Cluster {
         if self.sharded {
             return self.sharded_acquire(rid, agent).await;
         }
-        let counter = format!("va:if:{rid}");
+        let watch = self.watch_name(rid);
         let (window_key, window_ms) = rate_window(agent.bucket, agent.window);
         let mut inv = self.scripts.acquire.key(self.key_name(rid));
-        inv.key(&counter).key(NODES).key(window_key);
+        inv.key(&watch).key(NODES).key(window_key);
         inv.arg(self.settings.max_inflight)
             .arg(ms(self.settings.inflight_ttl))
+            .arg(&self.node)
             .arg(ms(NODE_SUSPECT))
             .arg(agent.limit)
             .arg(window_ms);
@@ -295,7 +293,7 @@ impl Cluster {
                 };
                 let slot = Slot {
                     cluster: self.clone(),
-                    counter,
+                    watch,
                 };
                 (Acquired::Ok, Some((slot, place)))
             }

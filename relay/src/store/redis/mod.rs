@@ -3,9 +3,13 @@
 //! What every node must agree on lives in Redis: each key's state (issued, online on which node
 //! and socket, offline, revoked) with a TTL matching the in-memory lifecycle, in-flight counts,
 //! idempotency outcomes and the rate-limit windows. Every state change is one Lua script, so two
-//! nodes never interleave halfway through a transition, and each script publishes the key on
-//! [`EVENTS`] so the nodes' waiting calls re-read it at once (they also re-read every second, so
-//! a lost message costs at most that).
+//! nodes never interleave halfway through a transition, and each script tells the key's change
+//! to the nodes waiting for it: the key's watch (`va:w:<rid>`) counts its calls in flight and,
+//! per node, the calls and status waits of that node; a change is published on the channel of
+//! each node in it (`va:ev:<node>`, [`EVENTS_PREFIX`]), which only that node subscribes. A node
+//! joins the watch in the script that takes a call's slot and leaves it in the one that gives it
+//! back, so it hears a key's events only while it waits for the key (its waiting calls also
+//! re-read the key every second, so a lost message costs at most that).
 //!
 //! Emits and acknowledgements for a tab on another node go through the Socket.IO Redis adapter
 //! to the room named after the key; a tab on this node is reached directly.
@@ -27,10 +31,10 @@
 //! this busy node for lost. On its own lane each waits only for Redis itself.
 //!
 //! On a Redis Cluster (`redis+cluster://`) every record of a key carries the key's digest as its
-//! hash tag (`va:k:{<rid>}`, `va:if:{<rid>}`, …), so each key's script runs in one slot; the
+//! hash tag (`va:k:{<rid>}`, `va:w:{<rid>}`, …), so each key's script runs in one slot; the
 //! steps that span slots (the heartbeat hash, the nodes' key sets, the agents' rate windows) are
 //! separate commands around the key's script ([`sharded`]), and the key events are published on
-//! a classic channel named in the script's arguments (a channel is not a key).
+//! the watching nodes' classic channels (a channel is not a key).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,9 +48,12 @@ use sha2::{Digest, Sha256};
 use crate::pubsub::PubSub;
 use crate::tokens::unix_now_ms;
 
-/// The channel every key change is published on (the payload is the key's Redis name).
-pub const EVENTS: &str = "va:events";
+/// A node's key events channel is this and the node's name (the payload is the key's Redis
+/// name).
+pub const EVENTS_PREFIX: &str = "va:ev:";
 const KEY_PREFIX: &str = "va:k:";
+/// A key's watch: its calls in flight (field `n`) and the nodes waiting for its changes.
+const WATCH_PREFIX: &str = "va:w:";
 const NODE_KEYS_PREFIX: &str = "va:nk:";
 const NODES: &str = "va:nodes";
 /// Socket.IO adapter channel prefix.
@@ -177,7 +184,7 @@ pub(crate) use link::explain;
 use link::{Link, redis_version, server_info, version_of};
 
 use scripts::Scripts;
-pub use watch::{KeyEvents, Slot, Watch};
+pub use watch::{Interest, KeyEvents, Slot, Watch};
 
 /// Lifecycle settings shared by every node (they should be configured alike).
 pub struct Settings {
@@ -211,6 +218,8 @@ pub struct Cluster {
     /// Whether the subscribing connection answered its last ping.
     listening: AtomicBool,
     waiters: DashMap<String, Arc<KeyEvents>>,
+    /// Key events this node heard (on its own channel).
+    events_heard: prometheus_client::metrics::counter::Counter,
     scripts: Scripts,
     sharded_scripts: sharded::ShardedScripts,
     settings: Settings,
@@ -299,6 +308,7 @@ impl Cluster {
             healthy: AtomicBool::new(true),
             listening: AtomicBool::new(true),
             waiters: DashMap::new(),
+            events_heard: Default::default(),
             scripts: Scripts::new(),
             sharded_scripts: sharded::ShardedScripts::new(),
             settings,
@@ -387,17 +397,23 @@ impl Cluster {
         }
     }
 
+    /// Key events this node heard: those of the keys it waited for, never others.
+    pub fn events_heard(&self) -> &prometheus_client::metrics::counter::Counter {
+        &self.events_heard
+    }
+
     async fn listen(self: Arc<Self>) -> anyhow::Result<()> {
         use futures_util::StreamExt;
         let mut events = self
             .pubsub
-            .subscribe_broadcast(EVENTS.to_owned(), 4096)
+            .subscribe_classic(format!("{EVENTS_PREFIX}{}", self.node), 4096)
             .await
             .map_err(|e| anyhow::anyhow!("cannot subscribe to key events: {e}"))?;
         let weak = Arc::downgrade(&self);
         tokio::spawn(async move {
             while let Some((_, body)) = events.next().await {
                 let Some(cluster) = weak.upgrade() else { break };
+                cluster.events_heard.inc();
                 let Some(rid) = std::str::from_utf8(&body)
                     .ok()
                     .and_then(|k| k.strip_prefix(KEY_PREFIX))
@@ -461,9 +477,21 @@ impl Cluster {
         self.tagged(KEY_PREFIX, rid)
     }
 
+    fn watch_name(&self, rid: &str) -> String {
+        self.tagged(WATCH_PREFIX, rid)
+    }
+
     fn node_keys(&self, node: &str) -> String {
         self.tagged(NODE_KEYS_PREFIX, node)
     }
+}
+
+/// The watch of the key whose Redis name is `key` (see [`forms::tell_lua`]'s `watch_of`).
+fn watch_of(key: &str) -> String {
+    format!(
+        "{WATCH_PREFIX}{}",
+        key.strip_prefix(KEY_PREFIX).unwrap_or(key)
+    )
 }
 
 #[cfg(test)]

@@ -15,8 +15,10 @@
 //!   node's set and heartbeat, in that order: a node that comes back in between finds its
 //!   heartbeat gone and writes its bindings back.
 //!
-//! Key events are published by the key's script on the classic channel [`super::EVENTS`], named in
-//! its arguments: a cluster forwards classic messages to every node.
+//! Key events are told by the key's script to the nodes in the key's watch, each on its own
+//! classic channel (a channel is not a key, so the script may publish on it from the key's slot):
+//! a cluster forwards classic messages between its servers, and only the node subscribed to the
+//! channel receives them.
 
 use redis::Script;
 use redis::cluster_async::ClusterConnection;
@@ -43,15 +45,15 @@ pub(super) struct ShardedScripts {
 impl ShardedScripts {
     pub(super) fn new() -> Self {
         ShardedScripts {
-            // Written once for both forms ([`super::forms`]); the events channel is an argument.
-            bind: forms::script("", forms::BIND, true, "ARGV[7]"),
-            release: forms::script(OFFLINE_LUA, forms::RELEASE, true, "ARGV[5]"),
-            revoke: forms::script("", forms::REVOKE, true, "ARGV[2]"),
-            reassert: forms::script("", forms::REASSERT, true, "ARGV[7]"),
-            declare: forms::script("", forms::DECLARE, true, "ARGV[5]"),
+            // Written once for both forms ([`super::forms`]).
+            bind: forms::script("", forms::BIND, true),
+            release: forms::script(OFFLINE_LUA, forms::RELEASE, true),
+            revoke: forms::script("", forms::REVOKE, true),
+            reassert: forms::script("", forms::REASSERT, true),
+            declare: forms::script("", forms::DECLARE, true),
             // Where the key's tab is, before asking whether its node is alive.
-            place: forms::script("", forms::LOOKUP, true, ""),
-            acquire: forms::script("", forms::ACQUIRE, true, ""),
+            place: forms::script("", forms::LOOKUP, true),
+            acquire: forms::script("", forms::ACQUIRE, true),
             // Whether a node heartbeat recently. KEYS: nodes. ARGV: node, suspect ms
             seen: Script::new(&format!(
                 r"{CLOCK_LUA}
@@ -71,14 +73,15 @@ for i = 1, #all, 2 do
 end
 return stale"
             )),
-            // A lost node's key goes offline, if still on it. KEYS: key.
-            // ARGV: node, now (node clock, for `since`), grace ms, events
+            // A lost node's key goes offline, if still on it. KEYS: key, watch.
+            // ARGV: node, now (node clock, for `since`), grace ms
             reap_key: Script::new(&format!(
-                r"{OFFLINE_LUA}
+                r"{tell}{OFFLINE_LUA}
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'exp')
 if h[1] ~= 'online' or h[2] ~= ARGV[1] then return 0 end
-go_offline(KEYS[1], ARGV[2], ARGV[3], h[3], ARGV[4])
-return 1"
+go_offline(KEYS[1], KEYS[2], ARGV[2], ARGV[3], h[3])
+return 1",
+                tell = forms::tell_lua()
             )),
         }
     }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::{
-    Acquired, AgentRate, Cluster, EVENTS, Lane, NODE_SUSPECT, NODES, Place, Slot, StoreError, ms,
+    Acquired, AgentRate, Cluster, Lane, NODE_SUSPECT, NODES, Place, Slot, StoreError, ms,
     rate_window,
 };
 use crate::tokens::unix_now_ms;
@@ -61,11 +61,11 @@ impl Cluster {
     pub(super) async fn sharded_release(&self, rid: &str, sid: &str) -> Result<(), StoreError> {
         let key = self.key_name(rid);
         let mut inv = self.sharded_scripts.release.key(&key);
+        inv.key(self.watch_name(rid));
         inv.arg(unix_now_ms())
             .arg(&self.node)
             .arg(sid)
-            .arg(ms(self.settings.grace))
-            .arg(EVENTS);
+            .arg(ms(self.settings.grace));
         let released: i64 = self
             .op(inv.invoke_async(&mut self.conn_for(Lane::Tabs)))
             .await?;
@@ -102,11 +102,12 @@ impl Cluster {
         if spent != 1 {
             return Ok((Acquired::RateLimited, None));
         }
-        let counter = self.tagged("va:if:", rid);
+        let watch = self.watch_name(rid);
         let mut inv = self.sharded_scripts.acquire.key(self.key_name(rid));
-        inv.key(&counter);
+        inv.key(&watch);
         inv.arg(self.settings.max_inflight)
-            .arg(ms(self.settings.inflight_ttl));
+            .arg(ms(self.settings.inflight_ttl))
+            .arg(&self.node);
         let reply: Vec<String> = self
             .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
             .await?;
@@ -116,7 +117,7 @@ impl Cluster {
                 // The slot is taken first: it is given back on drop, even if the check fails.
                 let slot = Slot {
                     cluster: self.clone(),
-                    counter,
+                    watch,
                 };
                 let place = match (words.next(), words.next()) {
                     (Some(node), Some(sid)) => self.checked(node, sid).await?,
@@ -145,10 +146,10 @@ impl Cluster {
                 .await?;
             for key in keys {
                 let mut inv = self.sharded_scripts.reap_key.key(&key);
+                inv.key(super::watch_of(&key));
                 inv.arg(&node)
                     .arg(unix_now_ms())
-                    .arg(ms(self.settings.grace))
-                    .arg(EVENTS);
+                    .arg(ms(self.settings.grace));
                 let n: u64 = self
                     .op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
                     .await?;

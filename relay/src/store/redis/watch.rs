@@ -1,11 +1,12 @@
-//! Waiting on a key's published changes, and a call's in-flight slot.
+//! Waiting on a key's published changes, a call's in-flight slot, and a node's place in a key's
+//! watch (what makes the key's changes reach this node at all).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::Notify;
 
-use super::{Cluster, Lane};
+use super::{Cluster, Lane, StoreError};
 
 impl Cluster {
     /// Registers interest in a key's changes (see [`Watch`]).
@@ -71,22 +72,58 @@ impl Drop for Watch<'_> {
     }
 }
 
-/// One in-flight slot of a key; given back on drop.
+/// One in-flight slot of a key, with this node's place in the key's watch (taken together by
+/// the script that admitted the call); both given back on drop, in one round trip.
 pub struct Slot {
     pub(super) cluster: Arc<Cluster>,
-    pub(super) counter: String,
+    pub(super) watch: String,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let cluster = self.cluster.clone();
-        let counter = std::mem::take(&mut self.counter);
-        tokio::spawn(async move {
-            let _ = cluster
-                .op(redis::cmd("DECR")
-                    .arg(counter)
-                    .query_async::<i64>(&mut cluster.conn_for(Lane::Calls)))
-                .await;
-        });
+        let watch = std::mem::take(&mut self.watch);
+        finish(self.cluster.clone(), watch, true);
+    }
+}
+
+/// This node waits for a key's changes outside a call (a key-status long-poll): its place in
+/// the key's watch, left on drop.
+pub struct Interest {
+    cluster: Arc<Cluster>,
+    watch: String,
+}
+
+impl Drop for Interest {
+    fn drop(&mut self) {
+        let watch = std::mem::take(&mut self.watch);
+        finish(self.cluster.clone(), watch, false);
+    }
+}
+
+/// Leaves the key's watch (and gives the call's slot back when `call`), in the background.
+fn finish(cluster: Arc<Cluster>, watch: String, call: bool) {
+    tokio::spawn(async move {
+        let mut inv = cluster.scripts.finish.key(watch);
+        inv.arg(&cluster.node).arg(if call { "1" } else { "0" });
+        let _ = cluster
+            .op(inv.invoke_async::<i64>(&mut cluster.conn_for(Lane::Calls)))
+            .await;
+    });
+}
+
+impl Cluster {
+    /// Joins the key's watch for a wait outside a call (see [`Interest`]): from when this
+    /// returns, the key's changes reach this node.
+    pub async fn interest(self: &Arc<Self>, rid: &str) -> Result<Interest, StoreError> {
+        let watch = self.watch_name(rid);
+        let mut inv = self.scripts.interest.key(&watch);
+        inv.arg(&self.node)
+            .arg(super::ms(self.settings.inflight_ttl));
+        self.op(inv.invoke_async::<i64>(&mut self.conn_for(Lane::Calls)))
+            .await?;
+        Ok(Interest {
+            cluster: self.clone(),
+            watch,
+        })
     }
 }
