@@ -3,13 +3,15 @@
 //! acknowledgement. `params` travels as the raw JSON the agent sent.
 //!
 //! One loop ([`run`]) whatever keeps the keys: the store's `Track` says where the tab is, and
-//! one delivery attempt goes to a socket of this node (`local.rs`) or through the adapter to
-//! another node (`remote.rs`).
+//! one delivery attempt goes to a socket of this node (`local.rs`) or to the node that holds
+//! the tab (`remote.rs`), which delivers it as its own (`held.rs`).
 
+mod held;
 mod local;
 mod remote;
 mod running;
 
+pub use held::serve_held;
 pub use running::{Running, RunningGuard};
 
 use std::sync::Arc;
@@ -162,13 +164,10 @@ fn tab_timeout() -> ApiError {
 
 /// A call that is not awaited, to a tool the tab declared it does not handle: nothing would
 /// run it, and nothing would say so.
-fn not_declared(call: &Call) -> ApiError {
+fn not_declared(tool: &str) -> ApiError {
     ApiError::new(
         ErrorCode::NoHandler,
-        format!(
-            "the tab declared the tools it handles, and {} is not among them",
-            call.tool_name
-        ),
+        format!("the tab declared the tools it handles, and {tool} is not among them"),
     )
 }
 

@@ -251,16 +251,6 @@ impl Track<'_> {
         }
     }
 
-    /// What the key's tab (on another node) declared it handles, comma-joined; `None` when it
-    /// never said (it handles every tool). In memory every tab is on this node, whose socket
-    /// knows ([`crate::sockets::DeclaredTools`]).
-    pub async fn declared(&self) -> Result<Option<String>, StoreError> {
-        match self {
-            Track::Memory(_) => Ok(None),
-            Track::Redis(t) => Box::pin(t.cluster.declared(&t.rid)).await,
-        }
-    }
-
     /// Whether a call whose tab left once its deadline passed ends at once. In memory the next
     /// [`Track::locate`] answers at once past the deadline; on Redis a round trip is spared.
     pub fn ends_at_deadline(&self) -> bool {

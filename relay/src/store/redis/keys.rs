@@ -144,15 +144,6 @@ impl Cluster {
         Ok(st.as_deref() == Some("revoked"))
     }
 
-    /// The tools the key's tab declared it handles (comma-joined), when it declared.
-    pub async fn declared(&self, rid: &str) -> Result<Option<String>, StoreError> {
-        self.op(redis::cmd("HGET")
-            .arg(self.key_name(rid))
-            .arg("hd")
-            .query_async(&mut self.conn_for(Lane::Calls)))
-            .await
-    }
-
     pub async fn status(&self, rid: &str) -> Result<Option<StoredStatus>, StoreError> {
         let name = self.key_name(rid);
         type Fields = (
