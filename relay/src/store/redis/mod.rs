@@ -225,6 +225,9 @@ pub struct Cluster {
     settings: Settings,
     /// The other nodes' Socket.IO server ids ([`servers`]).
     servers: servers::Servers,
+    /// On a Redis Cluster: each node's silence at the last read of the heartbeats, and when
+    /// that read was (see [`sharded`]).
+    beats: std::sync::RwLock<std::collections::HashMap<String, (Duration, tokio::time::Instant)>>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -313,6 +316,7 @@ impl Cluster {
             sharded_scripts: sharded::ShardedScripts::new(),
             settings,
             servers: Default::default(),
+            beats: Default::default(),
         });
         cluster.clone().listen().await?;
         // Announced before serving: a tab bound here must never look like it is on a lost node.

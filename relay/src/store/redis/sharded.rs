@@ -5,8 +5,10 @@
 //! What spans slots is done around it, in this order:
 //! - the agent's rate window is spent before the key's script (as the one-server script does
 //!   first);
-//! - whether the node holding a tab is alive is read from the heartbeat hash after the key's
-//!   script (a read, as of that moment);
+//! - whether the node holding a tab is alive is known from the heartbeat hash as this node read
+//!   it last (every heartbeat, when it looks for lost nodes), counting the time since as silence:
+//!   a node that heartbeat recently enough by that count is alive, with no round trip; otherwise
+//!   (or for a node not read yet) the hash is read after the key's script, as of that moment;
 //! - the nodes' key sets (which keys a lost node held) are written after the key's script: a
 //!   node that dies between the two leaves that key out of its set, and the key then waits for
 //!   its TTL rather than the reaping;
@@ -38,7 +40,7 @@ pub(super) struct ShardedScripts {
     pub(super) place: Script,
     pub(super) acquire: Script,
     pub(super) seen: Script,
-    pub(super) stale: Script,
+    pub(super) ages: Script,
     pub(super) reap_key: Script,
 }
 
@@ -62,16 +64,17 @@ if not seen then return 0 end
 if clock_ms() - tonumber(seen) > tonumber(ARGV[2]) then return 0 end
 return 1"
             )),
-            // The nodes silent for too long. KEYS: nodes. ARGV: stale ms
-            stale: Script::new(&format!(
+            // Every node with the time since its heartbeat, in ms (Redis's clock). KEYS: nodes.
+            ages: Script::new(&format!(
                 r"{CLOCK_LUA}
 local ms = clock_ms()
 local all = redis.call('HGETALL', KEYS[1])
-local stale = {{}}
+local out = {{}}
 for i = 1, #all, 2 do
-  if ms - tonumber(all[i + 1]) > tonumber(ARGV[1]) then table.insert(stale, all[i]) end
+  table.insert(out, all[i])
+  table.insert(out, tostring(ms - tonumber(all[i + 1])))
 end
-return stale"
+return out"
             )),
             // A lost node's key goes offline, if still on it. KEYS: key, watch.
             // ARGV: node, now (node clock, for `since`), grace ms

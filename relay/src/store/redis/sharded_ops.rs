@@ -3,6 +3,7 @@
 //! key's script.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{
     Acquired, AgentRate, Cluster, Lane, NODE_SUSPECT, NODES, Place, Slot, StoreError, ms,
@@ -39,13 +40,24 @@ impl Cluster {
         Ok(seen == 1)
     }
 
-    /// A tab's place once its node's heartbeat is checked.
+    /// A tab's place once its node's heartbeat is checked: known alive from the heartbeats this
+    /// node read last, or else read now.
     async fn checked(&self, node: String, sid: String) -> Result<Place, StoreError> {
-        Ok(if self.alive(&node).await? {
+        let alive = node == self.node || self.heard_lately(&node) || self.alive(&node).await?;
+        Ok(if alive {
             Place::Online { node, sid }
         } else {
             Place::Waiting
         })
+    }
+
+    /// Whether `node` heartbeat within [`NODE_SUSPECT`] by the heartbeats this node read last:
+    /// its silence then, plus the time since, is at least its silence now, so a yes holds.
+    fn heard_lately(&self, node: &str) -> bool {
+        let beats = self.beats.read().unwrap_or_else(|p| p.into_inner());
+        beats
+            .get(node)
+            .is_some_and(|(silent, read)| *silent + read.elapsed() <= NODE_SUSPECT)
     }
 
     /// The key script of a bind ran: records the key in this node's set, and out of the set of
@@ -131,11 +143,25 @@ impl Cluster {
     }
 
     pub(super) async fn sharded_reap(&self) -> Result<u64, StoreError> {
-        let mut inv = self.sharded_scripts.stale.key(NODES);
-        inv.arg(ms(super::NODE_STALE));
-        let stale: Vec<String> = self
+        let inv = self.sharded_scripts.ages.key(NODES);
+        let ages: Vec<String> = self
             .op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
             .await?;
+        let read = tokio::time::Instant::now();
+        let mut beats = std::collections::HashMap::new();
+        let mut stale = Vec::new();
+        for pair in ages.chunks(2) {
+            let [node, age] = pair else { continue };
+            let Ok(age) = age.parse::<u64>() else {
+                continue;
+            };
+            let silent = Duration::from_millis(age);
+            if silent > super::NODE_STALE {
+                stale.push(node.clone());
+            }
+            beats.insert(node.clone(), (silent, read));
+        }
+        *self.beats.write().unwrap_or_else(|p| p.into_inner()) = beats;
         let mut reaped = 0;
         for node in stale {
             let set = self.node_keys(&node);
