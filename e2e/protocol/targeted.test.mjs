@@ -1,9 +1,10 @@
 // A call for a tab on another node goes to that node alone, and its answer comes straight back:
 // three relay nodes on a real Redis (one server, or a Redis Cluster with E2E_REDIS=cluster), a
 // tab on B, calls posted to A. What the nodes publish is read with `redis-cli MONITOR` on every
-// Redis server: each call is one message on B's own call channel (`va:call:<node>`, which C never
-// gets) and one back on A's, nothing on the Socket.IO adapter's channels and no `PUBSUB NUMSUB`,
-// from the first call on (no Socket.IO server id is needed for it). A call sent to a node that
+// Redis server: each call is one message on B's own channel (`va:n:<node>`, which C never gets;
+// published by A, or by the script admitting the call once A knows where the tab is) and one
+// back on A's, nothing on the Socket.IO adapter's channels and no `PUBSUB NUMSUB`, from the first
+// call on (no Socket.IO server id is needed for it). A call sent to a node that
 // dies is delivered again as soon as its tab re-binds elsewhere. A tab replaced from another
 // node, or revoked there, is told through the Socket.IO adapter on its own node's channel alone
 // once that node's Socket.IO server is known (each node writes it to Redis, `va:sio:<node>`).
@@ -15,7 +16,7 @@ import { io } from 'socket.io-client';
 import { startNode, startRedis, startBalancer, onRedisCluster, eventually, sleep, within, Tab, nodeSecrets } from '../harness/index.mjs';
 
 const GLOBAL = 'va-relay-request#/#';
-const CALLS = 'va:call:';
+const CALLS = 'va:n:';
 
 let redis;
 const nodes = [];
@@ -103,7 +104,8 @@ async function tabOn(host) {
 
 const whoami = (via, apiKey) => via.call({ apiKey, toolName: 'whoami', awaitResult: true, timeoutMs: 3000 });
 
-/** The messages on the nodes' call channels among monitored lines, by channel. */
+/** The messages on the nodes' own channels among monitored lines (no key changes meanwhile: all
+ * calls and outcomes), by channel. */
 const hops = (lines) => published(lines).filter((c) => c.startsWith(CALLS));
 
 test('a call goes to the holding node alone and its answer comes straight back, from the first call on', async () => {

@@ -8,10 +8,11 @@
 //! On a Redis Cluster it sits on the redis crate's cluster connection (which re-subscribes after
 //! failovers by itself). The Socket.IO adapter's channels are then sharded (`SPUBLISH` /
 //! `SSUBSCRIBE`: each message goes to the one shard owning its channel's slot, not over the whole
-//! cluster bus), like socketioxide-redis's own cluster driver. The relay's key events go to each
-//! node on a classic channel of its own ([`PubSub::subscribe_classic`]): the scripts publish them
-//! from the key's slot without naming the channel as a key, and the cluster forwards them to the
-//! server the node subscribed on.
+//! cluster bus), like socketioxide-redis's own cluster driver. The relay's own messages (key
+//! events, calls between nodes) go to each node on a classic channel of its own
+//! ([`PubSub::subscribe_classic`]): a key's scripts publish them from the key's slot without
+//! naming the channel as a key, and the cluster forwards them to the server the node subscribed
+//! on.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -247,12 +248,12 @@ impl PubSub {
 }
 
 impl PubSub {
-    /// Publishes on a channel of the relay's own (sharded on a cluster, like the adapter's):
-    /// how many subscribers received the message.
-    pub async fn publish_counted(&self, chan: String, body: Vec<u8>) -> redis::RedisResult<i64> {
+    /// Publishes on a classic channel (on a cluster too, where the cluster forwards it to every
+    /// server): how many subscribers received it (on a cluster, those of the server it reached).
+    pub async fn publish_classic(&self, chan: String, body: Vec<u8>) -> redis::RedisResult<i64> {
         match self.conn() {
             Wire::Single(mut c) => c.publish(chan, body).await,
-            Wire::Cluster(mut c) => c.spublish(chan, body).await,
+            Wire::Cluster(mut c) => c.publish(chan, body).await,
         }
     }
 }

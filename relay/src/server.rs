@@ -56,9 +56,9 @@ pub async fn build(app: Arc<App>) -> anyhow::Result<(Router, Io)> {
             );
             let (layer, io) = builder.with_adapter::<ClusterAdapter>(ctr).build_layer();
             tabs::attach_cluster(&io).await?;
-            // Calls between nodes: subscribed before this node serves, so before any tab binds
-            // here and any other node sends it a call.
-            let hop = Hop::start(cluster.pubsub(), cluster.node()).await?;
+            // Calls between nodes: this node's channel is subscribed since it connected, so
+            // before any tab binds here and any other node sends it a call.
+            let hop = Hop::start(cluster.clone())?;
             return Ok(finish(app, layer, Io::Cluster(io, hop)));
         }
     };

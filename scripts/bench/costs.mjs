@@ -113,10 +113,14 @@ async function oneRedis(ctx, kind, reps, secs, countSecs, pin) {
         }, pin);
         const windowSecs = (cpu.after.at - cpu.before.at) / 1000;
         const calls = cpu.after.calls - cpu.before.calls;
-        const relayMs = c.nodes.reduce((s, n) => s + (cpu.after.ticks[n] - cpu.before.ticks[n]) * 10 - idle.cpu_ms_per_s[n] * windowSecs, 0);
+        const nodeMs = Object.fromEntries(c.nodes.map((n) => [n, (cpu.after.ticks[n] - cpu.before.ticks[n]) * 10 - idle.cpu_ms_per_s[n] * windowSecs]));
+        const relayMs = Object.values(nodeMs).reduce((a, b) => a + b, 0);
         const redisMs = cpu.after.redis.reduce((s, t, i) => s + (t - cpu.before.redis[i]) * 10, 0);
         const res = {
           calls, calls_per_s: Math.round(calls / windowSecs), relay_cpu_us_per_call: (relayMs * 1000) / calls,
+          // By role: the node the calls are posted to, and the node holding the tabs.
+          calling_cpu_us_per_call: (nodeMs[c.calls] * 1000) / calls,
+          holding_cpu_us_per_call: c.tabs === c.calls ? null : (nodeMs[c.tabs] * 1000) / calls,
           redis_cpu_us_per_call: c.id === 'none' ? null : (redisMs * 1000) / calls,
           latency_us: run.latency_us, errors: run.errors, misrouted: run.misrouted, lost: run.lost, duplicated: run.duplicated,
           other_cpu_pct: run.other_cpu_pct, loadavg_1m: Math.round(loadavg()[0] * 100) / 100,
@@ -166,6 +170,8 @@ export function print(res) {
   line('calls/s', (r) => r.calls_per_s, (v) => String(Math.round(v)));
   line('relay CPU per call, all nodes', (r) => r.relay_cpu_us_per_call, us);
   line('  ÷ no Redis (same run)', (r) => r.vs_none, x);
+  line('  calling node', (r) => r.calling_cpu_us_per_call, us, true);
+  line('  holding node', (r) => r.holding_cpu_us_per_call, us, true);
   line('Redis round trips per call', (r) => r.round_trips_per_call, n2, true);
   line('  commands run inside scripts', (r) => r.inside_scripts_per_call, n2, true);
   line('Redis CPU per call', (r) => r.redis_cpu_us_per_call, us, true);

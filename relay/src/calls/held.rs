@@ -58,13 +58,13 @@ fn holder(app: &App, rid_wanted: &str, sid: &str) -> Option<(Binding, Arc<KeySha
     (binding.sid().to_string() == sid).then_some((binding, shared))
 }
 
-async fn run(app: &App, hop: &Hop, held: Held, stop: CancellationToken) {
+async fn run(app: &App, hop: &Hop, mut held: Held, stop: CancellationToken) {
     let deadline = Instant::now() + held.timeout;
     let (outcome, answer, failure) = match holder(app, &held.rid, &held.sid) {
         None => (Outcome::Gone, None, None),
         Some((binding, shared)) => {
             let d = Delivery {
-                event: held.event,
+                event: std::mem::take(&mut held.event),
                 params: &held.params,
                 meta: CallMeta {
                     call_id: held.id.to_string(),
@@ -109,7 +109,7 @@ async fn run(app: &App, hop: &Hop, held: Held, stop: CancellationToken) {
         .as_ref()
         .map(|(code, message)| (*code, message.as_str()));
     if hop
-        .reply(&held.from, &held.id, outcome, answer.as_deref(), failure)
+        .reply(&held, outcome, answer.as_deref(), failure)
         .await
         .is_err()
     {

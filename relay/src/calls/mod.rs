@@ -23,9 +23,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
+use crate::delivery::hop::Hop;
 use crate::error::{ApiError, truncate};
 use crate::store::KeyStore;
-use crate::store::track::{LocateError, Located, Track, TrackError};
+use crate::store::track::{LocateError, Located, Ticket, Track, TrackError};
 use relay_wire::{ApiKey, ToolName};
 
 /// A validated tool call.
@@ -54,6 +55,10 @@ async fn stopped(app: &App, call: &Call) -> ApiError {
     }
 }
 
+/// How long a call's slot outlives the call's own deadline (and a forced drain) on Redis: past
+/// it, the slot of a call whose node died with it no longer counts.
+const SLOT_MARGIN: Duration = Duration::from_secs(10);
+
 /// New call id: `c_` + 24 hex characters.
 pub fn new_call_id() -> Arc<str> {
     let mut bytes = [0u8; 12];
@@ -78,9 +83,27 @@ enum Step {
 /// node is reached directly, one on another node through the adapter.
 pub async fn run(app: &App, call: &Call) -> Result<Option<serde_json::Value>, ApiError> {
     let deadline = Instant::now() + call.timeout;
+    // On Redis, the admission sends the call to the node holding the tab when this node guesses
+    // which one that is: the message it sends, made only then. Its outcome is expected from
+    // before the admission.
+    let hop = app.io.get().and_then(|io| io.hop());
+    let rid = hop.map(|_| crate::delivery::room(&call.api_key));
+    let mut away = hop.map(|hop| remote::Away::new(hop, call));
+    let offer = |hop: &Hop, rid: &str| match prepare(call, deadline) {
+        Ok(d) => hop.message(&remote::outgoing(call, rid, &d, 0)),
+        Err(_) => Vec::new(),
+    };
+    let offer = hop
+        .zip(rid.as_deref())
+        .map(|(hop, rid)| move || offer(hop, rid));
+    let ticket = Ticket {
+        call_id: &call.call_id,
+        life: call.timeout + app.config.drain + SLOT_MARGIN,
+        offer: offer.as_ref().map(|f| f as &(dyn Fn() -> Vec<u8> + Sync)),
+    };
     let mut track = app
         .store
-        .track(&call.api_key, call.agent)
+        .track(&call.api_key, call.agent, &ticket)
         .await
         .map_err(|e| match e {
             TrackError::Unknown => ApiError::unknown_key(),
@@ -113,9 +136,17 @@ pub async fn run(app: &App, call: &Call) -> Result<Option<serde_json::Value>, Ap
             }
             // Boxed: the adapter's emit and acknowledgement state must not grow every
             // single-node call's future.
-            Located::Elsewhere(target) => {
-                Box::pin(remote::deliver(app, &track, call, &target, deadline)).await?
-            }
+            Located::Elsewhere(target) => match (away.as_mut(), rid.as_deref()) {
+                (Some(away), Some(rid)) => {
+                    let to = remote::To {
+                        target: &target,
+                        rid,
+                        deadline,
+                    };
+                    Box::pin(remote::deliver(app, &mut track, call, &to, away)).await?
+                }
+                _ => return Err(ApiError::unavailable()),
+            },
         };
         match step {
             Step::Done(outcome) => return outcome,

@@ -1,54 +1,77 @@
-//! One delivery attempt to a key's tab on another node: the call goes to that node on its call
-//! channel ([`crate::delivery::hop`]), which delivers it to the socket Redis named and sends the
-//! outcome back; meanwhile the key is watched for a move.
+//! One delivery attempt to a key's tab on another node: the call goes to that node on its
+//! channel ([`crate::delivery::hop`]; sent already by its admission when this node guessed that
+//! node), which delivers it to the socket Redis named and sends the outcome back; meanwhile the
+//! key is watched for a move.
 
 use relay_wire::ErrorCode;
 use tokio::time::Instant;
 
-use super::{Call, SETTLE, Step, interpret, prepare, stopped, tab_timeout};
+use super::{Call, Delivery, SETTLE, Step, interpret, prepare, stopped, tab_timeout};
 use crate::app::App;
-use crate::delivery::hop::{Outcome, Outgoing, Reply};
+use std::sync::Arc;
+
+use crate::delivery::hop::{Expected, Hop, Outcome, Outgoing, Reply};
 use crate::error::ApiError;
 use crate::store::track::{Moved, RECHECK, Target, Track};
 use relay_wire::Fp;
 
-/// Sends the call to the node holding the key's tab and, for an awaited call, waits for the
-/// answer, watching the key: if it moves (replaced, node lost and re-bound elsewhere), the call
-/// is delivered again. A fire-and-forget call is done once that node emitted it.
+/// A call's outcomes from other nodes, expected from before its admission (which may send it),
+/// and the number of its next delivery.
+pub(super) struct Away<'h> {
+    hop: &'h Arc<Hop>,
+    expected: Expected<'h>,
+    /// 0 is the delivery its admission sent; later ones count from 1.
+    next: u32,
+}
+
+impl<'h> Away<'h> {
+    pub(super) fn new(hop: &'h Arc<Hop>, call: &Call) -> Self {
+        Away {
+            hop,
+            expected: hop.expect(&call.call_id),
+            next: 1,
+        }
+    }
+}
+
+/// Where one delivery goes: the socket Redis named, for the key of digest `rid`.
+pub(super) struct To<'a> {
+    pub target: &'a Target,
+    pub rid: &'a str,
+    pub deadline: Instant,
+}
+
+/// Sends the call to the node holding the key's tab (unless its admission did) and, for an
+/// awaited call, waits for the answer, watching the key: if it moves (replaced, node lost and
+/// re-bound elsewhere), the call is delivered again. A fire-and-forget call is done once that
+/// node emitted it.
 pub(super) async fn deliver(
     app: &App,
-    track: &Track<'_>,
+    track: &mut Track<'_>,
     call: &Call,
-    target: &Target,
-    deadline: Instant,
+    to: &To<'_>,
+    away: &mut Away<'_>,
 ) -> Result<Step, ApiError> {
-    let Some(hop) = app.io.get().and_then(|io| io.hop()) else {
-        return Err(ApiError::unavailable());
-    };
+    let (target, deadline, hop) = (to.target, to.deadline, away.hop);
     let d = match prepare(call, deadline) {
         Ok(d) => d,
         Err(e) => return Ok(Step::Done(Err(e))),
     };
     let key_fp = Fp(&call.api_key);
-    let rid = crate::delivery::room(&call.api_key);
-    // Expected before it is sent, so the reply cannot come first.
-    let mut expected = hop.expect(&call.call_id);
-    let outgoing = Outgoing {
-        id: &call.call_id,
-        rid: &rid,
-        sid: &target.sid,
-        event: &d.event,
-        params: d.params,
-        awaited: call.await_result,
-        timeout: d.remaining,
+    let (attempt, receivers) = match track.take_sent() {
+        Some(receivers) => (0, receivers),
+        None => {
+            let attempt = away.next;
+            away.next += 1;
+            let message = hop.message(&outgoing(call, to.rid, &d, attempt));
+            let sent = hop.send(&target.node, &target.sid, &message).await;
+            (attempt, sent.map_err(|_| ApiError::unavailable())?)
+        }
     };
-    let receivers = hop
-        .call(&target.node, &outgoing)
-        .await
-        .map_err(|_| ApiError::unavailable())?;
-    if receivers == 0 {
-        // The node Redis names listens no more (it stopped, and is not reaped yet): wait for the
-        // key to change, at most a recheck, and look again.
+    // On one server Redis counts who received it: nobody means the node Redis names listens no
+    // more (it stopped, and is not reaped yet). Wait for the key to change, at most a recheck,
+    // and look again. (On a cluster the count is one server's: not a sign.)
+    if receivers == 0 && !app.cluster.as_ref().is_some_and(|c| c.is_sharded()) {
         tracing::debug!(key = %key_fp, call_id = %call.call_id, node = %target.node, "the node holding the tab does not listen; waiting for the key to change");
         let wake = deadline.min(Instant::now() + RECHECK);
         tokio::select! {
@@ -69,7 +92,12 @@ pub(super) async fn deliver(
                 hop.cancel(&target.node, &call.call_id);
                 return Ok(Step::Done(Err(e)));
             }
-            reply = expected.reply() => return Ok(outcome(reply, call, deadline).await),
+            reply = away.expected.reply(attempt) => {
+                if reply.given_back {
+                    track.given_back();
+                }
+                return Ok(outcome(reply, call, deadline).await);
+            }
             _ = tokio::time::sleep_until(deadline) => {
                 hop.cancel(&target.node, &call.call_id);
                 return Ok(Step::Done(Err(tab_timeout())));
@@ -100,6 +128,26 @@ pub(super) async fn deliver(
                 }
             }
         }
+    }
+}
+
+/// What a call sent to another node carries. The holding node gives the call's slot back with
+/// its final outcome: the call has no outcome of its own to record then.
+pub(super) fn outgoing<'a>(
+    call: &'a Call,
+    rid: &'a str,
+    d: &'a Delivery<'a>,
+    attempt: u32,
+) -> Outgoing<'a> {
+    Outgoing {
+        id: &call.call_id,
+        rid,
+        event: &d.event,
+        params: d.params,
+        awaited: call.await_result,
+        timeout: d.remaining,
+        give_back: true,
+        attempt,
     }
 }
 

@@ -1,20 +1,27 @@
-//! A call's hop to the node that holds its tab: one message there, one message back, on
-//! channels of the relay's own beside the Socket.IO adapter's.
+//! A call's hop to the node that holds its tab: one message there, one message back, on the
+//! nodes' own channels in Redis, beside the Socket.IO adapter.
 //!
-//! Each node subscribes to its own call channel (`va:call:<node>`; sharded on a Redis Cluster, so
-//! a message goes to the one shard that owns the channel). A call for a tab on another node is
-//! published there with the socket Redis named ([`Hop::call`]); that node emits it to that very
-//! socket and publishes the outcome on the caller's channel: the tab's answer, "delivered" for a
-//! call that expects none, or that the socket no longer holds the key there ("gone": the caller
-//! finds the tab again), or a failure from the error table. A caller that stops waiting (the
-//! agent cancelled, the timeout passed) says so ([`Hop::cancel`]), and the holding node tells
-//! the tab. What a call needs of Redis is thus the publish of each message; the adapter's path
+//! Each node listens on its own channel (`va:n:<node>`, which also brings it the key events it
+//! waits for: [`crate::store::redis`]). A call for a tab on another node is sent there for the
+//! socket Redis named: by the script that admits it, when this node guessed that node right (no
+//! round trip of its own), or else published right after. That node emits it to that very socket
+//! and sends the outcome back by a script that also gives the call's slot back when the caller
+//! asked ([`Cluster::reply`]): the tab's answer, "delivered" for a call that expects none, that
+//! the socket no longer holds the key there ("gone": the caller finds the tab again), or a
+//! failure from the error table. A caller that stops waiting (the agent cancelled, the timeout
+//! passed) says so ([`Hop::cancel`]), and the holding node tells the tab. The adapter's path
 //! asked how many nodes listen, published the request, and had the other node publish how many
-//! sockets it reached before the answer.
+//! sockets it reached before the answer; the caller then gave the slot back in a round trip of
+//! its own.
 //!
-//! A publish that no node received (Redis counts the receivers) means the node Redis names is
-//! gone; the caller then waits for the key to change. Nothing here carries a key: a call names
-//! its key's digest and the socket, and the holding node checks the socket holds that key.
+//! On one server a publish that no node received (Redis counts the receivers) means the node
+//! Redis names is gone; the caller then waits for the key to change. Nothing here carries a key:
+//! a call names its key's digest and the socket, and the holding node checks the socket holds
+//! that key.
+//!
+//! A call is framed as `c`, the socket id, a newline, then its JSON message (the admission
+//! script, which reads the socket id, puts it before the message it was given); cancels and
+//! outcomes are JSON alone.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -23,21 +30,13 @@ use std::time::Duration;
 use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use socketioxide_redis::drivers::Driver;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-use crate::pubsub::PubSub;
-use crate::store::redis::OP_TIMEOUT;
+use crate::store::redis::Cluster;
 
-/// A node's call channel is this and the node's name.
-const CALLS_PREFIX: &str = "va:call:";
-/// Messages for this node held until the serving task takes them; past this, dropped (and
+/// Calls from other nodes held until the serving task takes them; past this, dropped (and
 /// logged), as a subscriber that does not keep up drops them anyway.
 const QUEUE: usize = 4096;
-
-fn channel(node: &str) -> String {
-    format!("{CALLS_PREFIX}{node}")
-}
 
 /// What a message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,11 +72,9 @@ struct Message<'a> {
     /// Call: the node to reply to.
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     from: Option<Cow<'a, str>>,
-    /// Call: the key's digest and the socket that holds it.
+    /// Call: the key's digest (the socket that holds it frames the message).
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     rid: Option<Cow<'a, str>>,
-    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
-    sid: Option<Cow<'a, str>>,
     /// Call: the event, its params, whether an answer is awaited and the time the tab has (ms).
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     event: Option<Cow<'a, str>>,
@@ -87,6 +84,13 @@ struct Message<'a> {
     ack: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     ms: Option<u64>,
+    /// Call: give the call's slot back with its final outcome. Reply: it was given back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rel: Option<bool>,
+    /// Which delivery of the call this is (call and reply): an outcome of an earlier one, which
+    /// the caller gave up on, is not taken for the later one's.
+    #[serde(default)]
+    n: u32,
     /// Reply: how the call ended, the tab's answer, or a failure's code and message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     r: Option<Outcome>,
@@ -105,11 +109,12 @@ impl<'a> Message<'a> {
             id: Cow::Borrowed(id),
             from: None,
             rid: None,
-            sid: None,
             event: None,
             params: None,
             ack: None,
             ms: None,
+            rel: None,
+            n: 0,
             r: None,
             v: None,
             code: None,
@@ -130,6 +135,10 @@ pub struct Held {
     pub awaited: bool,
     /// The time the tab has to answer.
     pub timeout: Duration,
+    /// Give the call's slot back with its final outcome.
+    pub give_back: bool,
+    /// Which delivery of the call this is.
+    pub attempt: u32,
 }
 
 /// What this node is asked by others.
@@ -147,45 +156,59 @@ pub struct Reply {
     pub answer: Option<Box<RawValue>>,
     /// A failure's code and message (`Failed`).
     pub failure: Option<(String, String)>,
+    /// The holding node gave the call's slot back.
+    pub given_back: bool,
+    /// Which delivery of the call it is the outcome of.
+    attempt: u32,
 }
 
 /// A call going to another node: what it carries.
 pub struct Outgoing<'a> {
     pub id: &'a str,
     pub rid: &'a str,
-    pub sid: &'a str,
     pub event: &'a str,
     pub params: &'a RawValue,
     pub awaited: bool,
     pub timeout: Duration,
+    /// Give the slot back with the final outcome (a call with no outcome of its own to record).
+    pub give_back: bool,
+    /// Which delivery of the call this is (0 for the first).
+    pub attempt: u32,
 }
 
 /// The publish failed or took too long.
 #[derive(Debug)]
 pub struct Unsent;
 
-/// This node's end of the hops: sending calls, cancels and replies, and receiving its own.
+/// This node's end of the hops: sending calls, cancels and outcomes, and receiving its own.
 pub struct Hop {
-    pubsub: PubSub,
-    node: String,
-    /// Calls of this node waiting for their reply, by call id.
-    waiting: DashMap<Arc<str>, oneshot::Sender<Reply>>,
+    cluster: Arc<Cluster>,
+    /// Calls of this node waiting for their outcome, by call id.
+    waiting: DashMap<Arc<str>, mpsc::Sender<Reply>>,
     incoming: Mutex<Option<mpsc::Receiver<Incoming>>>,
 }
 
-/// A reply this node waits for; no longer expected once dropped.
+/// The outcomes a call of this node waits for; no longer expected once dropped.
 pub struct Expected<'a> {
     hop: &'a Hop,
     id: Arc<str>,
-    rx: oneshot::Receiver<Reply>,
+    rx: mpsc::Receiver<Reply>,
 }
 
+/// Outcomes of one call kept until read: one per delivery, the last ones of earlier deliveries
+/// arriving late at most.
+const OUTCOMES: usize = 4;
+
 impl Expected<'_> {
-    /// The reply, when it comes (pending forever if none does: the caller bounds the wait).
-    pub async fn reply(&mut self) -> Reply {
-        match (&mut self.rx).await {
-            Ok(reply) => reply,
-            Err(_) => std::future::pending().await,
+    /// The outcome of delivery `attempt`, when it comes (pending forever if none does: the
+    /// caller bounds the wait); outcomes of earlier deliveries are passed over.
+    pub async fn reply(&mut self, attempt: u32) -> Reply {
+        loop {
+            match self.rx.recv().await {
+                Some(reply) if reply.attempt == attempt => return reply,
+                Some(_) => continue,
+                None => std::future::pending().await,
+            }
         }
     }
 }
@@ -197,23 +220,21 @@ impl Drop for Expected<'_> {
 }
 
 impl Hop {
-    /// Subscribes to this node's call channel; replies are routed to their callers, calls and
-    /// cancels kept for [`Hop::take_incoming`].
-    pub async fn start(pubsub: PubSub, node: &str) -> anyhow::Result<Arc<Hop>> {
-        use futures_util::StreamExt;
-        let mut stream = Driver::subscribe(&pubsub, channel(node), QUEUE)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot subscribe to this node's call channel: {e}"))?;
+    /// Takes this node's messages from `cluster` ([`Cluster::take_messages`]): outcomes go to
+    /// their callers, calls and cancels are kept for [`Hop::take_incoming`].
+    pub fn start(cluster: Arc<Cluster>) -> anyhow::Result<Arc<Hop>> {
+        let mut messages = cluster
+            .take_messages()
+            .ok_or_else(|| anyhow::anyhow!("this node's messages are taken already"))?;
         let (tx, rx) = mpsc::channel(QUEUE);
         let hop = Arc::new(Hop {
-            pubsub,
-            node: node.to_owned(),
+            cluster,
             waiting: DashMap::new(),
             incoming: Mutex::new(Some(rx)),
         });
         let weak = Arc::downgrade(&hop);
         tokio::spawn(async move {
-            while let Some((_, body)) = stream.next().await {
+            while let Some(body) = messages.recv().await {
                 let Some(hop) = weak.upgrade() else { break };
                 hop.receive(&body, &tx);
             }
@@ -230,41 +251,62 @@ impl Hop {
     }
 
     fn receive(&self, body: &[u8], incoming: &mpsc::Sender<Incoming>) {
-        let Ok(m) = serde_json::from_slice::<Message<'_>>(body) else {
-            tracing::warn!("a message on this node's call channel could not be read");
+        // A call: `c<sid>\n<message>`.
+        let (sid, json) = match body.strip_prefix(b"c") {
+            Some(framed) => match framed.iter().position(|b| *b == b'\n') {
+                Some(nl) => (Some(&framed[..nl]), &framed[nl + 1..]),
+                None => (None, body),
+            },
+            None => (None, body),
+        };
+        let Ok(m) = serde_json::from_slice::<Message<'_>>(json) else {
+            tracing::warn!("a message on this node's channel could not be read");
             return;
         };
-        let item = match m.k {
-            Kind::Reply => {
-                if let Some((_, tx)) = self.waiting.remove(m.id.as_ref()) {
-                    let _ = tx.send(Reply {
+        let item = match (m.k, sid) {
+            (Kind::Reply, _) => {
+                if let Some(tx) = self.waiting.get(m.id.as_ref()) {
+                    let _ = tx.try_send(Reply {
                         outcome: m.r.unwrap_or(Outcome::Gone),
                         answer: m.v.map(RawValue::to_owned),
                         failure: m
                             .code
                             .map(|c| (c.into_owned(), m.msg.unwrap_or_default().into_owned())),
+                        given_back: m.rel.unwrap_or(false),
+                        attempt: m.n,
                     });
                 }
                 return;
             }
-            Kind::Cancel => Incoming::Cancel(m.id.as_ref().into()),
-            Kind::Call => {
-                let (Some(from), Some(rid), Some(sid), Some(event), Some(params), Some(ms)) =
-                    (m.from, m.rid, m.sid, m.event, m.params, m.ms)
-                else {
-                    tracing::warn!("a call on this node's call channel lacked a field");
+            (Kind::Cancel, _) => Incoming::Cancel(m.id.as_ref().into()),
+            (Kind::Call, Some(sid)) => {
+                let (Some(from), Some(rid), Some(event), Some(params), Some(ms), Ok(sid)) = (
+                    m.from,
+                    m.rid,
+                    m.event,
+                    m.params,
+                    m.ms,
+                    std::str::from_utf8(sid),
+                ) else {
+                    tracing::warn!("a call on this node's channel lacked a field");
                     return;
                 };
                 Incoming::Call(Held {
                     id: m.id.as_ref().into(),
                     from: from.into_owned(),
                     rid: rid.into_owned(),
-                    sid: sid.into_owned(),
+                    sid: sid.to_owned(),
                     event: event.into_owned(),
                     params: params.to_owned(),
                     awaited: m.ack.unwrap_or(false),
                     timeout: Duration::from_millis(ms),
+                    give_back: m.rel.unwrap_or(false),
+                    attempt: m.n,
                 })
+            }
+            (Kind::Call, None) => {
+                tracing::warn!("a call on this node's channel named no socket");
+                return;
             }
         };
         if incoming.try_send(item).is_err() {
@@ -272,19 +314,9 @@ impl Hop {
         }
     }
 
-    async fn publish(&self, node: &str, m: &Message<'_>) -> Result<i64, Unsent> {
-        let body = serde_json::to_vec(m).map_err(|_| Unsent)?;
-        match tokio::time::timeout(OP_TIMEOUT, self.pubsub.publish_counted(channel(node), body))
-            .await
-        {
-            Ok(Ok(n)) => Ok(n),
-            _ => Err(Unsent),
-        }
-    }
-
-    /// Expects the reply to call `id` (before sending it, so no reply comes unexpected).
+    /// Expects the outcomes of call `id` (before it is sent, so none comes unexpected).
     pub fn expect(&self, id: &Arc<str>) -> Expected<'_> {
-        let (tx, rx) = oneshot::channel();
+        let (tx, rx) = mpsc::channel(OUTCOMES);
         self.waiting.insert(id.clone(), tx);
         Expected {
             hop: self,
@@ -293,47 +325,69 @@ impl Hop {
         }
     }
 
-    /// Sends a call to `node`; how many subscribers received it (0: no node listens there).
-    pub async fn call(&self, node: &str, call: &Outgoing<'_>) -> Result<i64, Unsent> {
+    /// The message that sends `call` to the node holding its tab, without the socket id that
+    /// frames it (the admission script, or [`Hop::send`], puts it before).
+    pub fn message(&self, call: &Outgoing<'_>) -> Vec<u8> {
         let mut m = Message::new(Kind::Call, call.id);
-        m.from = Some(Cow::Borrowed(&self.node));
+        m.from = Some(Cow::Borrowed(self.cluster.node()));
         m.rid = Some(Cow::Borrowed(call.rid));
-        m.sid = Some(Cow::Borrowed(call.sid));
         m.event = Some(Cow::Borrowed(call.event));
         m.params = Some(call.params);
         m.ack = Some(call.awaited);
         m.ms = Some(call.timeout.as_millis().max(1) as u64);
-        self.publish(node, &m).await
+        m.rel = Some(call.give_back);
+        m.n = call.attempt;
+        serde_json::to_vec(&m).unwrap_or_default()
+    }
+
+    /// Sends a call's `message` for socket `sid` to `node`: how many subscribers received it
+    /// (on a Redis Cluster, a count of one server's only).
+    pub async fn send(&self, node: &str, sid: &str, message: &[u8]) -> Result<i64, Unsent> {
+        let mut body = Vec::with_capacity(message.len() + sid.len() + 2);
+        body.push(b'c');
+        body.extend_from_slice(sid.as_bytes());
+        body.push(b'\n');
+        body.extend_from_slice(message);
+        self.cluster
+            .publish_to(node, body)
+            .await
+            .map_err(|_| Unsent)
     }
 
     /// Tells `node` the caller stopped waiting for call `id`. Best effort, in the background.
     pub fn cancel(self: &Arc<Self>, node: &str, id: &str) {
-        let hop = self.clone();
-        let node = node.to_owned();
-        let id = id.to_owned();
+        let body = serde_json::to_vec(&Message::new(Kind::Cancel, id)).unwrap_or_default();
+        let (hop, node) = (self.clone(), node.to_owned());
         tokio::spawn(async move {
-            let _ = hop.publish(&node, &Message::new(Kind::Cancel, &id)).await;
+            let _ = hop.cluster.publish_to(&node, body).await;
         });
     }
 
-    /// Replies to `node` that call `id` ended with `outcome` (`answer`: the tab's; `failure`: a
-    /// code of the error table and its message).
+    /// Sends the outcome of `held` back to its caller (`answer`: the tab's; `failure`: a code of
+    /// the error table and its message), giving the call's slot back with a final outcome when
+    /// the caller asked.
     pub async fn reply(
         &self,
-        node: &str,
-        id: &str,
+        held: &Held,
         outcome: Outcome,
         answer: Option<&RawValue>,
         failure: Option<(&str, &str)>,
     ) -> Result<(), Unsent> {
-        let mut m = Message::new(Kind::Reply, id);
+        let give_back = held.give_back && outcome != Outcome::Gone;
+        let mut m = Message::new(Kind::Reply, &held.id);
         m.r = Some(outcome);
         m.v = answer;
+        m.rel = give_back.then_some(true);
+        m.n = held.attempt;
         if let Some((code, msg)) = failure {
             m.code = Some(Cow::Borrowed(code));
             m.msg = Some(Cow::Borrowed(msg));
         }
-        self.publish(node, &m).await.map(drop)
+        let body = serde_json::to_vec(&m).map_err(|_| Unsent)?;
+        self.cluster
+            .reply(&held.rid, &held.from, give_back.then_some(&*held.id), body)
+            .await
+            .map_err(|_| Unsent)
     }
 }
 
@@ -347,7 +401,6 @@ mod tests {
         let mut m = Message::new(Kind::Call, "c_1");
         m.from = Some("n1".into());
         m.rid = Some("r".into());
-        m.sid = Some("s".into());
         m.event = Some("voice-agent:show".into());
         m.params = Some(&params);
         m.ack = Some(true);

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use super::claims::{self, Claimed, ReplayBound};
 use super::keys::{AcquireError, Keys, NotBound, Proof};
 use super::redis::StoreError;
-use super::track::{MemoryTrack, Track, TrackError};
+use super::track::{MemoryTrack, Ticket, Track, TrackError};
 use super::{BindOutcome, Bound, KeyStore, Revocation, TabAt};
 use crate::idempotency::Idempotency;
 use crate::sockets::TabSocket;
@@ -144,7 +144,12 @@ impl KeyStore for MemoryStore {
             .is_some_and(|limiter| limiter.check().is_ok())
     }
 
-    async fn track<'a>(&'a self, key: &'a str, _agent: usize) -> Result<Track<'a>, TrackError> {
+    async fn track<'a, 't>(
+        &'a self,
+        key: &'a str,
+        _agent: usize,
+        _ticket: &'t Ticket<'t>,
+    ) -> Result<Track<'a>, TrackError> {
         let slot = self.keys.acquire(key).map_err(|e| match e {
             AcquireError::Unknown => TrackError::Unknown,
             AcquireError::TooMany => TrackError::TooMany,

@@ -33,7 +33,7 @@ use tokio::time::Instant;
 
 use self::keys::{Binding, Displaced, NotBound, Proof};
 use self::redis::StoreError;
-use self::track::{Track, TrackError};
+use self::track::{Ticket, Track, TrackError};
 use crate::sockets::TabSocket;
 use claims::Claimed;
 use lifecycle::BindError;
@@ -166,12 +166,14 @@ pub trait KeyStore: Send + Sync {
 
     /// Takes one of `key`'s in-flight slots for a call of agent `agent` (and, on Redis, one
     /// call from that agent's shared rate): the call's [`Track`], which finds the key's tab and
-    /// waits for it, and gives the slot back when dropped.
-    fn track<'a>(
+    /// waits for it, and gives the slot back when dropped. On Redis the admission may also send
+    /// the call to the node holding the tab ([`Ticket::offer`], [`Track::take_sent`]).
+    fn track<'a, 't>(
         &'a self,
         key: &'a str,
         agent: usize,
-    ) -> impl Future<Output = Result<Track<'a>, TrackError>> + Send + 'a;
+        ticket: &'t Ticket<'t>,
+    ) -> impl Future<Output = Result<Track<'a>, TrackError>> + Send;
 
     /// Whether the store answers (readiness): always in memory; on Redis, both connections.
     fn is_healthy(&self) -> bool;
@@ -269,11 +271,16 @@ impl KeyStore for Store {
         each!(self, s => s.admit_agent(agent))
     }
 
-    async fn track<'a>(&'a self, key: &'a str, agent: usize) -> Result<Track<'a>, TrackError> {
+    async fn track<'a, 't>(
+        &'a self,
+        key: &'a str,
+        agent: usize,
+        ticket: &'t Ticket<'t>,
+    ) -> Result<Track<'a>, TrackError> {
         match self {
-            Store::Memory(s) => s.track(key, agent).await,
+            Store::Memory(s) => s.track(key, agent, ticket).await,
             // Boxed: the slot's round trip must not grow every single-node call's future.
-            Store::Redis(s) => Box::pin(s.track(key, agent)).await,
+            Store::Redis(s) => Box::pin(s.track(key, agent, ticket)).await,
         }
     }
 

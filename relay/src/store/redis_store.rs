@@ -10,8 +10,8 @@ use tokio::time::Instant;
 
 use super::claims::{self, Claimed, ReplayBound};
 use super::keys::{Keys, NotBound, Proof};
-use super::redis::{self as cluster, Acquired, AgentRate, Cluster, StoreError};
-use super::track::{RedisTrack, Track, TrackError};
+use super::redis::{self as cluster, Acquired, Admit, AgentRate, Cluster, StoreError};
+use super::track::{RedisTrack, Ticket, Track, TrackError};
 use super::{BindOutcome, Bound, KeyStore, Revocation, TabAt};
 use crate::sockets::TabSocket;
 
@@ -264,7 +264,12 @@ impl KeyStore for RedisStore {
         true
     }
 
-    async fn track<'a>(&'a self, key: &'a str, agent: usize) -> Result<Track<'a>, TrackError> {
+    async fn track<'a, 't>(
+        &'a self,
+        key: &'a str,
+        agent: usize,
+        ticket: &'t Ticket<'t>,
+    ) -> Result<Track<'a>, TrackError> {
         let rid = cluster::rid(key);
         // Watching before the first read, so no change between the read and the wait is missed.
         let watch = self.cluster.watch(&rid);
@@ -282,13 +287,19 @@ impl KeyStore for RedisStore {
             limit: self.agent_rate,
             window: Duration::from_secs(1),
         };
-        let held = match self.cluster.acquire(&rid, &rate).await? {
-            (Acquired::Ok, Some(held)) => held,
+        let admit = Admit {
+            agent: &rate,
+            call_id: ticket.call_id,
+            life: ticket.life,
+            offer: ticket.offer,
+        };
+        let admitted = match self.cluster.acquire(&rid, &admit).await? {
+            (Acquired::Ok, Some(admitted)) => admitted,
             (Acquired::TooMany, _) => return Err(TrackError::TooMany),
             (Acquired::RateLimited, _) => return Err(TrackError::RateLimited),
             (Acquired::Ok | Acquired::Unknown, _) => return Err(TrackError::Unknown),
         };
-        let track = RedisTrack::new(&self.cluster, &self.local, key, rid, watch, mark, held);
+        let track = RedisTrack::new(&self.cluster, &self.local, key, rid, watch, mark, admitted);
         Ok(Track::Redis(Box::new(track)))
     }
 

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use relay::store::redis::{Acquired, AgentRate, Cluster, Place, rid};
+use relay::store::redis::{Acquired, Admit, AgentRate, Cluster, Place, rid};
 
 use super::{fresh_key, in_an_hour};
 
@@ -47,10 +47,17 @@ pub async fn only_waiting_nodes_hear_a_key(a: &Arc<Cluster>, url: &str) {
         limit: 1000,
         window: Duration::from_secs(1),
     };
-    let (acquired, held) = b.acquire(&id, &rate).await.unwrap();
+    let admit = Admit {
+        agent: &rate,
+        call_id: "c_events",
+        life: Duration::from_secs(60),
+        offer: None,
+    };
+    let (acquired, held) = b.acquire(&id, &admit).await.unwrap();
     assert!(matches!(acquired, Acquired::Ok));
-    let (slot, place) = held.expect("a slot");
-    assert_eq!(place, Place::Waiting);
+    let admitted = held.expect("a slot");
+    assert_eq!(admitted.place, Place::Waiting);
+    let slot = admitted.slot;
 
     // A's tab binds, leaves, binds again: B hears each change.
     a.bind(&id, "s1", Some(in_an_hour()))

@@ -10,13 +10,13 @@
 //! in the same order, so one source reads the same `KEYS[i]` and `ARGV[i]` in both; the
 //! one-server form's own follow.
 //!
-//! A change of the key is published with [`TELL_LUA`]'s `tell` to the nodes in its watch only,
-//! each on its own channel (`va:ev:<node>`): a node hears a key's events while it has a call
+//! A change of the key is published with [`tell_lua`]'s `tell` to the nodes in its watch only,
+//! each on its own channel (`va:n:<node>`): a node hears a key's events while it has a call
 //! waiting for the key, and never otherwise.
 
 use redis::Script;
 
-use super::{EVENTS_PREFIX, WATCH_PREFIX};
+use super::{NODE_PREFIX, WATCH_PREFIX};
 
 /// One step of a fixed window, for the agent's rate in [`ACQUIRE`] (on a cluster, spent by its
 /// own script before).
@@ -29,16 +29,26 @@ end
 ";
 
 /// Lua shared by every script that changes a key: `tell(k, w)` publishes the key's name `k` to
-/// each node in the key's watch `w` (its fields but `n`, the count of calls in flight), on the
-/// node's own channel. A channel is not a key, so on a cluster this is a classic publish, which
-/// reaches the one node subscribed to it.
+/// each node in the key's watch `w` (see [`super::watch`]: the node of each call in flight,
+/// `c:<call id>` → `<node> <until ms>`, and each node waiting for the key's status,
+/// `i:<node>`), once per node, on the node's own channel. A channel is not a key, so on a
+/// cluster this is a classic publish, which the cluster forwards to the server the node
+/// subscribed on; only that node receives it.
 pub(super) fn tell_lua() -> String {
     format!(
         r"
 local function tell(k, w)
-  local f = redis.call('HKEYS', w)
-  for i = 1, #f do
-    if f[i] ~= 'n' then redis.call('PUBLISH', '{EVENTS_PREFIX}' .. f[i], k) end
+  local all = redis.call('HGETALL', w)
+  local told = {{}}
+  for i = 1, #all, 2 do
+    local f = all[i]
+    local node = nil
+    if string.sub(f, 1, 2) == 'c:' then node = string.match(all[i + 1], '^(%S+)')
+    elseif string.sub(f, 1, 2) == 'i:' then node = string.sub(f, 3) end
+    if node and not told[node] then
+      told[node] = true
+      redis.call('PUBLISH', '{NODE_PREFIX}' .. node, k)
+    end
   end
 end
 local function watch_of(k)
@@ -65,7 +75,7 @@ pub(super) fn text(source: &str, cluster: bool) -> String {
         out.push_str(trimmed.strip_suffix(mine).unwrap_or(trimmed).trim_end());
         out.push('\n');
     }
-    out
+    out.replace("$NODE", NODE_PREFIX)
 }
 
 /// One form of `source` (after `prelude`, the Lua functions it calls, and `tell`) as a script.
@@ -166,25 +176,52 @@ local rv = redis.call('HINCRBY', KEYS[1], 'rv', 1)
 tell(KEYS[1], KEYS[2])
 return {'ok', tostring(rv)}";
 
-/// A call's in-flight slot, this node's place in the key's watch (so it hears the key's changes
-/// while the call runs), and where the tab is. KEYS: key, watch, then on one server the nodes
-/// and the agent's rate window. ARGV: max in flight, watch ttl ms, node, then on one server
-/// suspect ms, the agent's rate limit and window ms.
+/// A call's admission: its in-flight slot, this node's place in the key's watch (so it hears the
+/// key's changes while the call runs), where the tab is, and, when the caller guessed the node
+/// holding the tab right, the call itself sent there (`c<sid>` and the message, on that node's
+/// channel), so a call to another node takes no round trip of its own to leave.
+///
+/// A slot is the field `c:<call id>` of the watch, `<node> <until ms>` (Redis's clock): a slot
+/// past its `until` (its call's deadline, and a margin) belonged to a node that died with its
+/// call, and is dropped, so a lost node's calls never hold a key's slots for longer than they
+/// could run.
+///
+/// An admission carrying a call runs only until `send by` (Redis's clock: the caller's bound on
+/// the round trip): one that reaches Redis later (held up in a partition, say) changes nothing
+/// and sends nothing, as its caller answered the agent `unavailable` already.
+///
+/// KEYS: key, watch, then on one server the nodes and the agent's rate window. ARGV: max in
+/// flight, watch ttl ms, node, call id, the call's life ms, the guessed node ('' for none), the
+/// message ('' for none), send by (Redis ms), then on one server suspect ms, the agent's rate
+/// limit and window ms. Answers (`now` being Redis's clock) `{'ok', now}` (no tab now),
+/// `{'ok', now, node, sid}`, `{'sent', now, node, sid, receivers}`, `{'busy', now}`,
+/// `{'rate', now}`, `{'unknown', now}` or `{'late'}`.
 pub(super) const ACQUIRE: &str = r"
-if not spend(KEYS[4], ARGV[5], ARGV[6]) then return {'rate'} end --one
+local now = clock_ms()
+if ARGV[7] ~= '' and now > tonumber(ARGV[8]) then return {'late'} end
+local at = tostring(now)
+if not spend(KEYS[4], ARGV[10], ARGV[11]) then return {'rate', at} end --one
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
-if not h[1] or h[1] == 'revoked' then return {'unknown'} end
-local n = redis.call('HINCRBY', KEYS[2], 'n', 1)
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-if n > tonumber(ARGV[1]) then
-  redis.call('HINCRBY', KEYS[2], 'n', -1)
-  return {'busy'}
+if not h[1] or h[1] == 'revoked' then return {'unknown', at} end
+local all = redis.call('HGETALL', KEYS[2])
+local n = 0
+for i = 1, #all, 2 do
+  if string.sub(all[i], 1, 2) == 'c:' then
+    local until_ms = tonumber(string.match(all[i + 1], ' (%d+)$') or '0')
+    if until_ms < now then redis.call('HDEL', KEYS[2], all[i]) else n = n + 1 end
+  end
 end
-redis.call('HINCRBY', KEYS[2], ARGV[3], 1)
-local p = place(h, KEYS[3], ARGV[4]) --one
-if p then return {'ok', p[1], p[2]} end --one
-if h[1] == 'online' then return {'ok', h[2], h[3]} end --cluster
-return {'ok'}";
+if n >= tonumber(ARGV[1]) then return {'busy', at} end
+redis.call('HSET', KEYS[2], 'c:' .. ARGV[4], ARGV[3] .. ' ' .. tostring(now + tonumber(ARGV[5])))
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+local p = place(h, KEYS[3], ARGV[9]) --one
+local p = (h[1] == 'online') and {h[2], h[3]} or nil --cluster
+if not p then return {'ok', at} end
+if ARGV[7] ~= '' and p[1] == ARGV[6] and p[1] ~= ARGV[3] then
+  local got = redis.call('PUBLISH', '$NODE' .. p[1], 'c' .. p[2] .. '\n' .. ARGV[7])
+  return {'sent', at, p[1], p[2], tostring(got)}
+end
+return {'ok', at, p[1], p[2]}";
 
 #[cfg(test)]
 mod tests {
@@ -206,10 +243,10 @@ mod tests {
                     !form.contains("--one") && !form.contains("--cluster"),
                     "{form}"
                 );
-                assert!(
-                    !form.contains("PUBLISH"),
-                    "changes are told with tell(): {form}"
-                );
+                // Changes are told with tell(); the admission publishes the call it sends.
+                if source != ACQUIRE {
+                    assert!(!form.contains("PUBLISH"), "{form}");
+                }
             }
         }
         // The cross-slot steps are the one-server form's only.
@@ -219,6 +256,10 @@ mod tests {
             "{cluster}"
         );
         assert!(!text(ACQUIRE, true).contains("spend("));
+        assert!(
+            !text(ACQUIRE, false).contains("$NODE"),
+            "every placeholder filled"
+        );
         assert!(!text(LOOKUP, true).contains("place("));
     }
 }

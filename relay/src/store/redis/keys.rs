@@ -8,8 +8,9 @@ use std::time::Duration;
 use redis::Value;
 
 use super::{
-    Acquired, AgentRate, Bound, Cluster, Declared, IdemClaim, Lane, NODE_KEYS_PREFIX, NODE_SUSPECT,
-    NODES, ONLINE_EXTRA, Place, Revoked, Slot, StoreError, StoredStatus, ms, rate_window,
+    Acquired, Admit, Admitted, Bound, Cluster, Declared, IdemClaim, Lane, NODE_KEYS_PREFIX,
+    NODE_SUSPECT, NODES, ONLINE_EXTRA, Place, Revoked, Slot, StoreError, StoredStatus, ms,
+    rate_window,
 };
 use crate::store::keys::TabInfo;
 use crate::store::lifecycle::BindError;
@@ -232,6 +233,12 @@ impl Cluster {
     }
 
     pub async fn lookup(&self, rid: &str) -> Result<Place, StoreError> {
+        let place = self.lookup_now(rid).await?;
+        self.set_hint(rid, &place);
+        Ok(place)
+    }
+
+    async fn lookup_now(&self, rid: &str) -> Result<Place, StoreError> {
         if self.sharded {
             return self.sharded_lookup(rid).await;
         }
@@ -251,47 +258,111 @@ impl Cluster {
         )
     }
 
-    /// Takes one call from the agent's rate window and one of the key's in-flight slots, both
-    /// counted across nodes, puts this node in the key's watch while the call runs, and tells
-    /// where the key's tab is: one round trip for all of it.
+    /// Admits a call (see [`forms::ACQUIRE`](super::forms)): the agent's rate window and one of
+    /// the key's in-flight slots, both counted across nodes, this node in the key's watch while
+    /// the call runs, and where the key's tab is; and when this node guesses another node holds
+    /// the tab ([`Cluster::hint`]) and guesses right, the call sent there. One round trip for
+    /// all of it (on a cluster, the agent's rate window is one more before it, for now).
     pub async fn acquire(
         self: &Arc<Self>,
         rid: &str,
-        agent: &AgentRate<'_>,
-    ) -> Result<(Acquired, Option<(Slot, Place)>), StoreError> {
-        if self.sharded {
-            return self.sharded_acquire(rid, agent).await;
+        admit: &Admit<'_>,
+    ) -> Result<(Acquired, Option<Admitted>), StoreError> {
+        if self.sharded && !self.spend_agent_rate(admit.agent).await? {
+            return Ok((Acquired::RateLimited, None));
         }
+        // The node to send the call to with its admission: the one this node last saw the tab
+        // on, if not this one (on a cluster, if heard from lately: the script cannot check), and
+        // only once this node knows Redis's clock (to bound when the admission may run).
+        let send_by = self.redis_now_ms().map(|now| now + ms(super::OP_TIMEOUT));
+        let guess = self
+            .hint(rid)
+            .filter(|_| admit.offer.is_some() && send_by.is_some());
+        let message = match (&guess, admit.offer) {
+            (Some(_), Some(offer)) => offer(),
+            _ => Vec::new(),
+        };
+        let first = self
+            .admit_once(rid, admit, guess.as_deref(), message, send_by.unwrap_or(0))
+            .await?;
+        match first {
+            // Redis ran it past its bound (this node's idea of Redis's clock was wrong): again,
+            // sending nothing with it.
+            None => Ok(self
+                .admit_once(rid, admit, None, Vec::new(), 0)
+                .await?
+                .unwrap_or((Acquired::Unknown, None))),
+            Some(done) => Ok(done),
+        }
+    }
+
+    /// One admission script; `None` when Redis found it late.
+    async fn admit_once(
+        self: &Arc<Self>,
+        rid: &str,
+        admit: &Admit<'_>,
+        guess: Option<&str>,
+        message: Vec<u8>,
+        send_by: u64,
+    ) -> Result<Option<(Acquired, Option<Admitted>)>, StoreError> {
+        let agent = admit.agent;
         let watch = self.watch_name(rid);
-        let (window_key, window_ms) = rate_window(agent.bucket, agent.window);
-        let mut inv = self.scripts.acquire.key(self.key_name(rid));
-        inv.key(&watch).key(NODES).key(window_key);
+        let mut inv = self.scripts_acquire().key(self.key_name(rid));
+        inv.key(&watch);
+        if !self.sharded {
+            let (window_key, _) = rate_window(agent.bucket, agent.window);
+            inv.key(NODES).key(window_key);
+        }
         inv.arg(self.settings.max_inflight)
             .arg(ms(self.settings.inflight_ttl))
             .arg(&self.node)
-            .arg(ms(NODE_SUSPECT))
-            .arg(agent.limit)
-            .arg(window_ms);
+            .arg(admit.call_id)
+            .arg(ms(admit.life))
+            .arg(guess.unwrap_or(""))
+            .arg(message)
+            .arg(send_by);
+        if !self.sharded {
+            let (_, window_ms) = rate_window(agent.bucket, agent.window);
+            inv.arg(ms(NODE_SUSPECT)).arg(agent.limit).arg(window_ms);
+        }
         let reply: Vec<String> = self
             .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
             .await?;
         let mut words = reply.into_iter();
-        Ok(match words.next().as_deref() {
-            Some("ok") => {
-                let place = match (words.next(), words.next()) {
-                    (Some(node), Some(sid)) => Place::Online { node, sid },
-                    _ => Place::Waiting,
-                };
-                let slot = Slot {
-                    cluster: self.clone(),
-                    watch,
-                };
-                (Acquired::Ok, Some((slot, place)))
+        let word = words.next();
+        if word.as_deref() == Some("late") {
+            return Ok(None);
+        }
+        if let Some(now) = words.next().and_then(|w| w.parse::<u64>().ok()) {
+            self.saw_redis_clock(now);
+        }
+        let (place, sent) = match word.as_deref() {
+            Some("ok") | Some("sent") => {
+                let (node, sid, got) = (words.next(), words.next(), words.next());
+                match (node, sid) {
+                    (Some(node), Some(sid)) => {
+                        let sent = got.map(|n| n.parse::<i64>().unwrap_or(0));
+                        (Place::Online { node, sid }, sent)
+                    }
+                    _ => (Place::Waiting, None),
+                }
             }
-            Some("busy") => (Acquired::TooMany, None),
-            Some("rate") => (Acquired::RateLimited, None),
-            _ => (Acquired::Unknown, None),
-        })
+            Some("busy") => return Ok(Some((Acquired::TooMany, None))),
+            Some("rate") => return Ok(Some((Acquired::RateLimited, None))),
+            _ => return Ok(Some((Acquired::Unknown, None))),
+        };
+        // The slot is taken: it is given back on drop, whatever follows.
+        let slot = Slot::new(self.clone(), watch, admit.call_id);
+        let place = match place {
+            // On a cluster the script could not check the node's heartbeat (a call sent was
+            // sent to a node heard from lately).
+            Place::Online { node, sid } if self.sharded && sent.is_none() => {
+                self.checked(node, sid).await?
+            }
+            place => place,
+        };
+        self.set_hint(rid, &place);
+        Ok(Some((Acquired::Ok, Some(Admitted { slot, place, sent }))))
     }
 
     /// One step of a fixed-window limit shared by every node: false when `limit` is spent. For

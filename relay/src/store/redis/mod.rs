@@ -4,12 +4,14 @@
 //! and socket, offline, revoked) with a TTL matching the in-memory lifecycle, in-flight counts,
 //! idempotency outcomes and the rate-limit windows. Every state change is one Lua script, so two
 //! nodes never interleave halfway through a transition, and each script tells the key's change
-//! to the nodes waiting for it: the key's watch (`va:w:<rid>`) counts its calls in flight and,
-//! per node, the calls and status waits of that node; a change is published on the channel of
-//! each node in it (`va:ev:<node>`, [`EVENTS_PREFIX`]), which only that node subscribes. A node
-//! joins the watch in the script that takes a call's slot and leaves it in the one that gives it
-//! back, so it hears a key's events only while it waits for the key (its waiting calls also
-//! re-read the key every second, so a lost message costs at most that).
+//! to the nodes waiting for it: the key's watch (`va:w:<rid>`, [`watch`]) holds its calls in
+//! flight, each with its node, and the nodes waiting for its status; a change is published on
+//! the channel of each node in it (`va:n:<node>`, [`NODE_PREFIX`]), which only that node
+//! subscribes. A call's slot is taken by the script that admits it and given back by the one
+//! that ends it, so a node hears a key's events only while it waits for the key (its waiting
+//! calls also re-read the key every second, so a lost message costs at most that). The same
+//! channel carries the calls other nodes send this node for its tabs and the outcomes of the
+//! calls it sent ([`Cluster::take_messages`]).
 //!
 //! Emits and acknowledgements for a tab on another node go through the Socket.IO Redis adapter
 //! to the room named after the key; a tab on this node is reached directly.
@@ -48,9 +50,19 @@ use sha2::{Digest, Sha256};
 use crate::pubsub::PubSub;
 use crate::tokens::unix_now_ms;
 
-/// A node's key events channel is this and the node's name (the payload is the key's Redis
-/// name).
-pub const EVENTS_PREFIX: &str = "va:ev:";
+/// A node's channel is this and the node's name: the key events it waits for (the payload is
+/// the key's Redis name), and calls between nodes ([`Cluster::take_messages`]).
+pub const NODE_PREFIX: &str = "va:n:";
+/// Messages for this node other than key events, held until taken; past this many, dropped (and
+/// logged), as a subscriber that does not keep up drops them anyway.
+const MESSAGES: usize = 4096;
+
+/// Both ends of the queue of this node's messages other than key events, until the listener
+/// and the taker take theirs.
+type Messages = (
+    Option<tokio::sync::mpsc::Sender<Vec<u8>>>,
+    Option<tokio::sync::mpsc::Receiver<Vec<u8>>>,
+);
 const KEY_PREFIX: &str = "va:k:";
 /// A key's watch: its calls in flight (field `n`) and the nodes waiting for its changes.
 const WATCH_PREFIX: &str = "va:w:";
@@ -149,6 +161,26 @@ pub enum Acquired {
     RateLimited,
 }
 
+/// What a call's admission takes ([`Cluster::acquire`]).
+pub struct Admit<'a> {
+    pub agent: &'a AgentRate<'a>,
+    pub call_id: &'a str,
+    /// How long the call may run at most: its slot is not held past it.
+    pub life: Duration,
+    /// Makes the message that sends the call to another node, asked for when this node guesses
+    /// the tab is there (the socket's id goes before it: see [`forms::ACQUIRE`]).
+    pub offer: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
+}
+
+/// An admitted call: its slot, where the tab is, and, when the admission also sent the call to
+/// the node holding the tab, how many subscribers received it (on a cluster, a count of one
+/// server's only).
+pub struct Admitted {
+    pub slot: Slot,
+    pub place: Place,
+    pub sent: Option<i64>,
+}
+
 /// An agent's shared call-rate window, checked with the in-flight slot.
 pub struct AgentRate<'a> {
     pub bucket: &'a str,
@@ -171,6 +203,7 @@ pub const NODE_SUSPECT: Duration = Duration::from_millis(2500);
 mod conn;
 mod follow;
 mod forms;
+mod hints;
 mod keys;
 mod link;
 mod nodes;
@@ -220,6 +253,12 @@ pub struct Cluster {
     waiters: DashMap<String, Arc<KeyEvents>>,
     /// Key events this node heard (on its own channel).
     events_heard: prometheus_client::metrics::counter::Counter,
+    /// The other messages on this node's channel, until taken ([`Cluster::take_messages`]).
+    messages: std::sync::Mutex<Messages>,
+    /// The node each key's tab was on at this node's last look (a guess: see [`hints`]).
+    hints: hints::Hints,
+    /// Redis's clock less this node's, in ms, as last seen (`i64::MIN`: not seen yet).
+    clock_offset: std::sync::atomic::AtomicI64,
     scripts: Scripts,
     sharded_scripts: sharded::ShardedScripts,
     settings: Settings,
@@ -312,6 +351,12 @@ impl Cluster {
             listening: AtomicBool::new(true),
             waiters: DashMap::new(),
             events_heard: Default::default(),
+            messages: {
+                let (tx, rx) = tokio::sync::mpsc::channel(MESSAGES);
+                std::sync::Mutex::new((Some(tx), Some(rx)))
+            },
+            hints: Default::default(),
+            clock_offset: std::sync::atomic::AtomicI64::new(i64::MIN),
             scripts: Scripts::new(),
             sharded_scripts: sharded::ShardedScripts::new(),
             settings,
@@ -380,6 +425,24 @@ impl Cluster {
         &self.node
     }
 
+    /// Redis's clock now, as this node last saw it against its own (within a round trip's
+    /// time), once seen.
+    fn redis_now_ms(&self) -> Option<u64> {
+        let offset = self.clock_offset.load(Ordering::Relaxed);
+        (offset != i64::MIN).then(|| (unix_now_ms() as i64 + offset).max(0) as u64)
+    }
+
+    /// Redis's clock said `now` in an answer just received.
+    fn saw_redis_clock(&self, now: u64) {
+        self.clock_offset
+            .store(now as i64 - unix_now_ms() as i64, Ordering::Relaxed);
+    }
+
+    /// Whether this is a Redis Cluster.
+    pub fn is_sharded(&self) -> bool {
+        self.sharded
+    }
+
     pub fn pubsub(&self) -> PubSub {
         self.pubsub.clone()
     }
@@ -406,25 +469,57 @@ impl Cluster {
         &self.events_heard
     }
 
+    /// The messages other nodes send this node (calls for its tabs, outcomes of its calls); the
+    /// first caller gets them, later ones `None`.
+    pub fn take_messages(&self) -> Option<tokio::sync::mpsc::Receiver<Vec<u8>>> {
+        self.messages
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+            .take()
+    }
+
+    /// Publishes `body` on `node`'s channel: how many subscribers received it (on a Redis
+    /// Cluster, those of the server it was published on only).
+    pub async fn publish_to(&self, node: &str, body: Vec<u8>) -> Result<i64, StoreError> {
+        self.op(self
+            .pubsub
+            .publish_classic(format!("{NODE_PREFIX}{node}"), body))
+            .await
+    }
+
     async fn listen(self: Arc<Self>) -> anyhow::Result<()> {
         use futures_util::StreamExt;
         let mut events = self
             .pubsub
-            .subscribe_classic(format!("{EVENTS_PREFIX}{}", self.node), 4096)
+            .subscribe_classic(format!("{NODE_PREFIX}{}", self.node), MESSAGES)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot subscribe to key events: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("cannot subscribe to this node's channel: {e}"))?;
         let weak = Arc::downgrade(&self);
+        let others = self
+            .messages
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .take();
         tokio::spawn(async move {
             while let Some((_, body)) = events.next().await {
                 let Some(cluster) = weak.upgrade() else { break };
-                cluster.events_heard.inc();
-                let Some(rid) = std::str::from_utf8(&body)
-                    .ok()
-                    .and_then(|k| k.strip_prefix(KEY_PREFIX))
+                let Some(rid) = body
+                    .strip_prefix(KEY_PREFIX.as_bytes())
+                    .and_then(|k| std::str::from_utf8(k).ok())
                     .map(|k| k.trim_start_matches('{').trim_end_matches('}'))
                 else {
+                    if let Some(others) = &others
+                        && others.try_send(body).is_err()
+                    {
+                        tracing::warn!(
+                            "messages from other nodes are not taken fast enough; one dropped"
+                        );
+                    }
                     continue;
                 };
+                cluster.events_heard.inc();
                 if let Some(events) = cluster.waiters.get(rid) {
                     events.changed();
                 }
@@ -481,7 +576,7 @@ impl Cluster {
         self.tagged(KEY_PREFIX, rid)
     }
 
-    fn watch_name(&self, rid: &str) -> String {
+    pub(crate) fn watch_name(&self, rid: &str) -> String {
         self.tagged(WATCH_PREFIX, rid)
     }
 

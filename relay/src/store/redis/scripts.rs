@@ -43,25 +43,32 @@ local function go_offline(k, w, now, grace, exp)
 end
 ";
 
-/// A call of this node ended (ARGV[2] `1`: its in-flight slot is given back too), or a wait
-/// for the key's changes did (`0`): this node's place in the key's watch goes, and the watch
-/// itself once nothing is left in it. A watch already gone (expired, or lost in a failover) is
-/// not written again. KEYS: watch. ARGV: node, `1` or `0`.
+/// A call ended: its slot `c:<call id>` leaves the key's watch (a slot already gone, given
+/// back by the holding node with the call's outcome, or dropped, is not touched). KEYS: watch.
+/// ARGV: call id.
 pub(super) const FINISH_LUA: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if ARGV[2] == '1' then redis.call('HINCRBY', KEYS[1], 'n', -1) end
-if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]) end
-if redis.call('HLEN', KEYS[1]) == 1 and tonumber(redis.call('HGET', KEYS[1], 'n') or '1') <= 0 then
-  redis.call('DEL', KEYS[1])
+return redis.call('HDEL', KEYS[1], 'c:' .. ARGV[1])";
+
+/// This node starts (ARGV[2] `1`) or stops (`-1`) waiting for the key's status outside a call (a
+/// key-status long-poll): its count in the key's watch (`i:<node>`), the watch living at least
+/// `ttl` once joined. KEYS: watch. ARGV: node, `1` or `-1`, ttl ms.
+pub(super) const INTEREST_LUA: &str = r"
+local f = 'i:' .. ARGV[1]
+if ARGV[2] == '1' then
+  redis.call('HINCRBY', KEYS[1], f, 1)
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+elseif redis.call('EXISTS', KEYS[1]) == 1 then
+  if redis.call('HINCRBY', KEYS[1], f, -1) <= 0 then redis.call('HDEL', KEYS[1], f) end
 end
 return 1";
 
-/// This node waits for the key's changes (a key-status long-poll): it joins the key's watch,
-/// which lives at least `ttl`. KEYS: watch. ARGV: node, ttl ms.
-pub(super) const INTEREST_LUA: &str = r"
-redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 1";
+/// The holding node's outcome of a call from another node: published on the calling node's
+/// channel, the call's slot given back first when the caller asked for it (a final outcome of a
+/// call with no outcome of its own to record): one round trip for both, none for the caller.
+/// KEYS: watch. ARGV: the calling node's channel, call id ('' to keep the slot), message.
+pub(super) const REPLY_LUA: &str = r"
+if ARGV[2] ~= '' then redis.call('HDEL', KEYS[1], 'c:' .. ARGV[2]) end
+return redis.call('PUBLISH', ARGV[1], ARGV[3])";
 
 /// Every key transition and shared check, one Lua script each (atomic on Redis).
 pub(super) struct Scripts {
@@ -76,6 +83,7 @@ pub(super) struct Scripts {
     pub(super) reassert: Script,
     pub(super) finish: Script,
     pub(super) interest: Script,
+    pub(super) reply: Script,
     pub(super) idem_claim: Script,
     pub(super) idem_record: Script,
     pub(super) rate: Script,
@@ -135,6 +143,7 @@ return reaped",
             reassert: forms::script("", forms::REASSERT, false),
             finish: Script::new(FINISH_LUA),
             interest: Script::new(INTEREST_LUA),
+            reply: Script::new(REPLY_LUA),
             // ARGV: request fingerprint, until ms, window ms
             idem_claim: Script::new(
                 r"

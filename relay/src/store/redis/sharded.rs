@@ -55,7 +55,7 @@ impl ShardedScripts {
             declare: forms::script("", forms::DECLARE, true),
             // Where the key's tab is, before asking whether its node is alive.
             place: forms::script("", forms::LOOKUP, true),
-            acquire: forms::script("", forms::ACQUIRE, true),
+            acquire: forms::script(CLOCK_LUA, forms::ACQUIRE, true),
             // Whether a node heartbeat recently. KEYS: nodes. ARGV: node, suspect ms
             seen: Script::new(&format!(
                 r"{CLOCK_LUA}

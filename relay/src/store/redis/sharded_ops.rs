@@ -2,13 +2,9 @@
 //! steps): the same answers as the one-server scripts, with the cross-slot steps around the
 //! key's script.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::{
-    Acquired, AgentRate, Cluster, Lane, NODE_SUSPECT, NODES, Place, Slot, StoreError, ms,
-    rate_window,
-};
+use super::{AgentRate, Cluster, Lane, NODE_SUSPECT, NODES, Place, StoreError, ms, rate_window};
 use crate::tokens::unix_now_ms;
 
 impl Cluster {
@@ -42,7 +38,7 @@ impl Cluster {
 
     /// A tab's place once its node's heartbeat is checked: known alive from the heartbeats this
     /// node read last, or else read now.
-    async fn checked(&self, node: String, sid: String) -> Result<Place, StoreError> {
+    pub(super) async fn checked(&self, node: String, sid: String) -> Result<Place, StoreError> {
         let alive = node == self.node || self.heard_lately(&node) || self.alive(&node).await?;
         Ok(if alive {
             Place::Online { node, sid }
@@ -53,7 +49,7 @@ impl Cluster {
 
     /// Whether `node` heartbeat within [`NODE_SUSPECT`] by the heartbeats this node read last:
     /// its silence then, plus the time since, is at least its silence now, so a yes holds.
-    fn heard_lately(&self, node: &str) -> bool {
+    pub(super) fn heard_lately(&self, node: &str) -> bool {
         let beats = self.beats.read().unwrap_or_else(|p| p.into_inner());
         beats
             .get(node)
@@ -100,46 +96,25 @@ impl Cluster {
         }
     }
 
-    pub(super) async fn sharded_acquire(
-        self: &Arc<Self>,
-        rid: &str,
-        agent: &AgentRate<'_>,
-    ) -> Result<(Acquired, Option<(Slot, Place)>), StoreError> {
+    /// Spends one call of the agent's rate window (on a cluster, its own script before the key's:
+    /// the window is in another slot); false when it is spent.
+    pub(super) async fn spend_agent_rate(&self, agent: &AgentRate<'_>) -> Result<bool, StoreError> {
         let (window_key, window_ms) = rate_window(agent.bucket, agent.window);
         let mut spend = self.scripts.rate.key(window_key);
         spend.arg(agent.limit).arg(window_ms);
         let spent: i64 = self
             .op(spend.invoke_async(&mut self.conn_for(Lane::Calls)))
             .await?;
-        if spent != 1 {
-            return Ok((Acquired::RateLimited, None));
+        Ok(spent == 1)
+    }
+
+    /// The acquire script of this store's form.
+    pub(super) fn scripts_acquire(&self) -> &redis::Script {
+        if self.sharded {
+            &self.sharded_scripts.acquire
+        } else {
+            &self.scripts.acquire
         }
-        let watch = self.watch_name(rid);
-        let mut inv = self.sharded_scripts.acquire.key(self.key_name(rid));
-        inv.key(&watch);
-        inv.arg(self.settings.max_inflight)
-            .arg(ms(self.settings.inflight_ttl))
-            .arg(&self.node);
-        let reply: Vec<String> = self
-            .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
-            .await?;
-        let mut words = reply.into_iter();
-        Ok(match words.next().as_deref() {
-            Some("ok") => {
-                // The slot is taken first: it is given back on drop, even if the check fails.
-                let slot = Slot {
-                    cluster: self.clone(),
-                    watch,
-                };
-                let place = match (words.next(), words.next()) {
-                    (Some(node), Some(sid)) => self.checked(node, sid).await?,
-                    _ => Place::Waiting,
-                };
-                (Acquired::Ok, Some((slot, place)))
-            }
-            Some("busy") => (Acquired::TooMany, None),
-            _ => (Acquired::Unknown, None),
-        })
     }
 
     pub(super) async fn sharded_reap(&self) -> Result<u64, StoreError> {
