@@ -18,6 +18,8 @@ mod events;
 mod lanes;
 #[path = "store_conformance/lost.rs"]
 mod lost;
+#[path = "store_conformance/releases.rs"]
+mod releases;
 #[path = "store_conformance/tabs.rs"]
 mod tabs;
 #[path = "store_conformance/tls.rs"]
@@ -335,6 +337,7 @@ async fn redis_store() {
     lanes::a_bind_storm_delays_neither_heartbeat_nor_lookup(&cluster).await;
     events::only_waiting_nodes_hear_a_key(&cluster, &format!("redis://127.0.0.1:{}", server.port))
         .await;
+    releases::a_slot_is_given_back_after_redis_lost_its_scripts(&store, server.port).await;
 }
 
 /// The same suite through `rediss://` with an ACL user, trusting the test's own CA.

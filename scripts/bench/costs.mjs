@@ -14,7 +14,7 @@ import { loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { monitor } from './monitor.mjs';
-import { SECRET, cpuTicks, kill, loadgenBin, startRedis, startRedisCluster, startRelay } from './procs.mjs';
+import { SECRET, cpuTicks, kill, loadgenBin, sleeps, startRedis, startRedisCluster, startRelay } from './procs.mjs';
 
 const REDIS_PORT = 4390;
 const CLUSTER_PORTS = [4391, 4392, 4393];
@@ -107,7 +107,7 @@ async function oneRedis(ctx, kind, reps, secs, countSecs, pin) {
         let before = null;
         let cpu = null;
         const run = await loadgen(ctx, c, secs, async (begin) => {
-          const snap = { ticks: ticks(pids), redis: redisPids.map(cpuTicks), calls: await callsDone(c.calls), at: Date.now() };
+          const snap = { ticks: ticks(pids), sleeps: Object.fromEntries(Object.entries(pids).map(([n, p]) => [n, sleeps(p)])), redis: redisPids.map(cpuTicks), calls: await callsDone(c.calls), at: Date.now() };
           if (begin) before = snap;
           else cpu = { before, after: snap };
         }, pin);
@@ -121,6 +121,9 @@ async function oneRedis(ctx, kind, reps, secs, countSecs, pin) {
           // By role: the node the calls are posted to, and the node holding the tabs.
           calling_cpu_us_per_call: (nodeMs[c.calls] * 1000) / calls,
           holding_cpu_us_per_call: c.tabs === c.calls ? null : (nodeMs[c.tabs] * 1000) / calls,
+          // How often the relays went to sleep per call (each sleep a wake-up later): at one call
+          // at a time, what a call costs most.
+          sleeps_per_call: c.nodes.reduce((a, n) => a + (cpu.after.sleeps[n] - cpu.before.sleeps[n]), 0) / calls,
           redis_cpu_us_per_call: c.id === 'none' ? null : (redisMs * 1000) / calls,
           latency_us: run.latency_us, errors: run.errors, misrouted: run.misrouted, lost: run.lost, duplicated: run.duplicated,
           other_cpu_pct: run.other_cpu_pct, loadavg_1m: Math.round(loadavg()[0] * 100) / 100,
@@ -172,6 +175,7 @@ export function print(res) {
   line('  ÷ no Redis (same run)', (r) => r.vs_none, x);
   line('  calling node', (r) => r.calling_cpu_us_per_call, us, true);
   line('  holding node', (r) => r.holding_cpu_us_per_call, us, true);
+  line('relay sleeps per call, all nodes', (r) => r.sleeps_per_call, n2);
   line('Redis round trips per call', (r) => r.round_trips_per_call, n2, true);
   line('  commands run inside scripts', (r) => r.inside_scripts_per_call, n2, true);
   line('Redis CPU per call', (r) => r.redis_cpu_us_per_call, us, true);

@@ -1,7 +1,7 @@
 // Processes of a several-node bench run: Redis, relay nodes on it, load generators driven line
 // by line (`loadgen --control`), and what is read of them from /proc and from Redis.
 import { spawn, execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -166,6 +166,20 @@ export function cpuTicks(pid) {
     const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(')').pop().trim().split(/\s+/);
     return Number(f[11]) + Number(f[12]);
   } catch { return null; }
+}
+
+// Voluntary context switches of a process's live threads (each one a sleep, woken again later).
+export function sleeps(pid) {
+  let n = 0;
+  try {
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const m = readFileSync(`/proc/${pid}/task/${task}/status`, 'utf8').match(/^voluntary_ctxt_switches:\s+(\d+)/m);
+        if (m) n += Number(m[1]);
+      } catch { /* a thread that ended meanwhile */ }
+    }
+  } catch { return null; }
+  return n;
 }
 
 // Merges `[µs, count]` lists and reads percentiles.

@@ -23,7 +23,6 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
-use crate::delivery::hop::Hop;
 use crate::error::{ApiError, truncate};
 use crate::store::KeyStore;
 use crate::store::track::{LocateError, Located, Ticket, Track, TrackError};
@@ -84,18 +83,19 @@ enum Step {
 pub async fn run(app: &App, call: &Call) -> Result<Option<serde_json::Value>, ApiError> {
     let deadline = Instant::now() + call.timeout;
     // On Redis, the admission sends the call to the node holding the tab when this node guesses
-    // which one that is: the message it sends, made only then. Its outcome is expected from
-    // before the admission.
+    // which one that is: the message it sends, made only then, and its outcome expected from
+    // then on.
     let hop = app.io.get().and_then(|io| io.hop());
     let rid = hop.map(|_| crate::delivery::room(&call.api_key));
-    let mut away = hop.map(|hop| remote::Away::new(hop, call));
-    let offer = |hop: &Hop, rid: &str| match prepare(call, deadline) {
-        Ok(d) => hop.message(&remote::outgoing(call, rid, &d, 0)),
+    let mut away = hop.map(remote::Away::new);
+    let offer = |away: &remote::Away<'_>, rid: &str| match prepare(call, deadline) {
+        Ok(d) => away.first_message(call, rid, &d),
         Err(_) => Vec::new(),
     };
-    let offer = hop
+    let offer = away
+        .as_ref()
         .zip(rid.as_deref())
-        .map(|(hop, rid)| move || offer(hop, rid));
+        .map(|(away, rid)| move || offer(away, rid));
     let ticket = Ticket {
         call_id: &call.call_id,
         life: call.timeout + app.config.drain + SLOT_MARGIN,

@@ -8,29 +8,40 @@ use tokio::time::Instant;
 
 use super::{Call, Delivery, SETTLE, Step, interpret, prepare, stopped, tab_timeout};
 use crate::app::App;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::delivery::hop::{Expected, Hop, Outcome, Outgoing, Reply};
 use crate::error::ApiError;
 use crate::store::track::{Moved, RECHECK, Target, Track};
 use relay_wire::Fp;
 
-/// A call's outcomes from other nodes, expected from before its admission (which may send it),
-/// and the number of its next delivery.
+/// A call's outcomes from other nodes, expected from before it is first sent (by its admission,
+/// or by [`deliver`]), and the number of its next delivery.
 pub(super) struct Away<'h> {
     hop: &'h Arc<Hop>,
-    expected: Expected<'h>,
+    expected: OnceLock<Expected<'h>>,
     /// 0 is the delivery its admission sent; later ones count from 1.
     next: u32,
 }
 
 impl<'h> Away<'h> {
-    pub(super) fn new(hop: &'h Arc<Hop>, call: &Call) -> Self {
+    pub(super) fn new(hop: &'h Arc<Hop>) -> Self {
         Away {
             hop,
-            expected: hop.expect(&call.call_id),
+            expected: OnceLock::new(),
             next: 1,
         }
+    }
+
+    /// The message its admission sends (delivery 0), the outcome expected from now on.
+    pub(super) fn first_message(&self, call: &Call, rid: &str, d: &Delivery<'_>) -> Vec<u8> {
+        self.expected.get_or_init(|| self.hop.expect(&call.call_id));
+        self.hop.message(&outgoing(call, rid, d, 0))
+    }
+
+    fn expected(&mut self, call: &Call) -> &mut Expected<'h> {
+        self.expected.get_or_init(|| self.hop.expect(&call.call_id));
+        self.expected.get_mut().expect("set just above")
     }
 }
 
@@ -61,6 +72,8 @@ pub(super) async fn deliver(
     let (attempt, receivers) = match track.take_sent() {
         Some(receivers) => (0, receivers),
         None => {
+            // Expected before it is sent, so the outcome cannot come first.
+            away.expected(call);
             let attempt = away.next;
             away.next += 1;
             let message = hop.message(&outgoing(call, to.rid, &d, attempt));
@@ -92,7 +105,7 @@ pub(super) async fn deliver(
                 hop.cancel(&target.node, &call.call_id);
                 return Ok(Step::Done(Err(e)));
             }
-            reply = away.expected.reply(attempt) => {
+            reply = away.expected(call).reply(attempt) => {
                 if reply.given_back {
                     track.given_back();
                 }
