@@ -61,13 +61,30 @@ for unit in "$units"/*.service; do
   systemd-analyze security --offline=true --threshold=25 --no-pager "$unit" | tail -n 1
 done
 
-# Each unit's ExecStartPre on its example environment file.
-echo "-- relay check-config deploy/systemd/relay.env.example"
+# Each unit's ExecStartPre on its example environment file. The examples' secrets are
+# placeholders an operator must replace (check-config refuses them as they are); the check fills
+# each with a fresh value of the kind asked for (the signing keys from `relay session-key`), so
+# what is checked is everything else the example sets.
+filled="$(mktemp)"
+trap 'rm -rf "$units" "$filled"' EXIT
+fill_placeholders() {
+  local line
+  while IFS= read -r line; do
+    case "$line" in
+      RELAY_SESSION_KEYS=replace-me*) echo "RELAY_SESSION_KEYS=$("$TARGET/debug/relay" session-key)" ;;
+      *=replace-me*) echo "${line%%=*}=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" ;;
+      *) printf '%s\n' "$line" ;;
+    esac
+  done <"$1" >"$filled"
+}
+echo "-- relay check-config deploy/systemd/relay.env.example (placeholders filled)"
+fill_placeholders "$ROOT/deploy/systemd/relay.env.example"
 env -i PATH="$PATH" bash -c 'set -a; . "$1"; set +a; exec "$2" check-config' _ \
-  "$ROOT/deploy/systemd/relay.env.example" "$TARGET/debug/relay"
-echo "-- agent-worker check-config deploy/systemd/worker.env.example"
+  "$filled" "$TARGET/debug/relay"
+echo "-- agent-worker check-config deploy/systemd/worker.env.example (placeholders filled)"
+fill_placeholders "$ROOT/deploy/systemd/worker.env.example"
 env -i PATH="$PATH" bash -c 'set -a; . "$1"; set +a; exec "$2" check-config' _ \
-  "$ROOT/deploy/systemd/worker.env.example" "$TARGET/debug/agent-worker"
+  "$filled" "$TARGET/debug/agent-worker"
 # Every file each unit names exists here or in the repository: its EnvironmentFile's example.
 for unit in "$ROOT"/deploy/systemd/*.service; do
   env_file="$(sed -n 's#^EnvironmentFile=/etc/voice-relay/##p' "$unit")"

@@ -62,14 +62,17 @@ if (flag('--costs')) {
 // Each tab is one descriptor in the server and one in the generator; a sandbox may cap that.
 const fdLimit = Number(execFileSync('bash', ['-c', 'ulimit -n']).toString().trim()) || 1024;
 const maxIdleTabs = Math.min(50000, fdLimit - 1000);
-const SECRET = 'bench-agent-secret-0123456789abcdef';
+const SECRET = 'bench-worker-secret-0123456789abcdef';
+// The relay's signing keys (a fixed seed: the benchmark's own, never a deployment's).
+const SESSION_KEYS = 'kbench:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
 
 const servers = {
   relay: {
     cmd: [join(target, 'release/relay')],
     env: {
       RELAY_ADDR: '127.0.0.1:4101', LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'bench-livekit-secret-0123456789ab',
-      RELAY_AGENT_SECRET: SECRET, RELAY_TOKEN_MODE: 'open', RELAY_TOKEN_RATE_PER_MIN: '100000000', RELAY_AGENT_RATE_PER_SEC: '100000000',
+      RELAY_WORKER_SECRET: SECRET, RELAY_SESSION_KEYS: SESSION_KEYS, RELAY_TOKEN_MODE: 'open', RELAY_TOKEN_RATE_PER_MIN: '100000000',
+      RELAY_SESSION_RATE_PER_SEC: '100000000',
       RELAY_MAX_INFLIGHT_PER_KEY: '100000', RELAY_TOKEN_MODE: 'open', RUST_LOG: 'warn',
     },
     url: 'http://127.0.0.1:4101',
@@ -77,7 +80,7 @@ const servers = {
   },
   reference: {
     cmd: ['node', join(root, 'relay/bench/reference/server.mjs')],
-    env: { REF_ADDR: '127.0.0.1:4201', RELAY_AGENT_SECRET: SECRET },
+    env: { REF_ADDR: '127.0.0.1:4201', REF_AGENT_SECRET: SECRET },
     url: 'http://127.0.0.1:4201',
     bind: 'register',
   },
@@ -136,7 +139,7 @@ async function stopServer(proc) {
 }
 
 function loadgen(name, args, pid, s = servers[name]) {
-  const full = [join(target, 'release/loadgen'), '--url', s.url, '--secret', SECRET, '--label', name, '--bind', s.bind,
+  const full = [join(target, 'release/loadgen'), '--url', s.url, '--label', name, '--bind', s.bind,
     '--server-pid', String(pid), '--duration-secs', String(secs), ...args];
   const cmd = pin ? ['taskset', '-c', '1', ...full] : full;
   const out = execFileSync(cmd[0], cmd.slice(1), { maxBuffer: 1 << 20, timeout: 600000 }).toString();

@@ -35,8 +35,12 @@ start_agent() {
   fi
   pid_alive "$RUN_DIR/agent.pid" || printf '%s\n' "$kind" >"$RUN_DIR/agent.kind"
   # Its first start loads LiveKit Agents and its plugins: allow it up to 60 s.
+  # The agent holds no secret of the relay's (it refuses to start with one): each job's
+  # dispatch gives it its user and a session token for that user's key.
   if ! WORKER_URL="${WORKER_URL:-http://$(worker_addr)}" AGENT_HTTP_PORT="${AGENT_HTTP_PORT:-8081}" READY_TRIES=600 \
-      start_proc agent "${cmd[@]}"; then
+      AGENT_NAME="${WORKER_AGENT_NAME:-voice-relay-agent}" \
+      start_proc agent env -u RELAY_WORKER_SECRET -u RELAY_OPERATOR_SECRET -u RELAY_TOKEN_ISSUER_SECRET \
+      -u RELAY_SESSION_KEYS -u VAPI_SECRET "${cmd[@]}"; then
     rm -f "$RUN_DIR/agent.kind"
     say "agent: NOT STARTED: see the reasons above; its models are set in $ENV_FILE ($readme)"
   fi

@@ -49,6 +49,8 @@ const CALL_TIMEOUT_MS = 800;
 const IDEM_WINDOW_S = Math.min(300, Math.max(5, Math.floor(minutes * 60 / 6)));
 const WARMUP_MS = Math.max(minutes * 60000 / 3, (IDEM_WINDOW_S + 10) * 1000);
 const SECRET = `soak-${randomBytes(16).toString('hex')}`;
+// The nodes' signing keys (each node verifies the tokens the others mint).
+const SESSION_KEYS = `k1:${randomBytes(32).toString('base64url')}`;
 const reportDir = join(root, '.run/bench');
 mkdirSync(reportDir, { recursive: true });
 
@@ -88,8 +90,8 @@ async function until(what, ms, check) {
 async function startRelay(name, extra) {
   const relay = await launchRelay({
     RUST_LOG: 'info', LIVEKIT_API_SECRET: 'soak-livekit-secret-0123456789abcdef',
-    RELAY_AGENT_SECRET: SECRET, RELAY_TOKEN_MODE: 'open', RELAY_ALLOW_BARE_KEYS: 'false',
-    RELAY_TOKEN_RATE_PER_MIN: '1000000', RELAY_AGENT_RATE_PER_SEC: '1000000',
+    RELAY_WORKER_SECRET: SECRET, RELAY_SESSION_KEYS: SESSION_KEYS, RELAY_TOKEN_MODE: 'open', RELAY_ALLOW_BARE_KEYS: 'false',
+    RELAY_TOKEN_RATE_PER_MIN: '1000000', RELAY_SESSION_RATE_PER_SEC: '1000000', RELAY_SESSION_MAX_INFLIGHT: '15',
     RELAY_RECONNECT_GRACE_MS: String(GRACE_MS), RELAY_UNBOUND_KEY_TTL_SECS: '2', RELAY_TOKEN_TTL_SECS: '3600',
     RELAY_DEFAULT_TIMEOUT_MS: '2000', RELAY_MAX_TIMEOUT_MS: '2000', RELAY_IDEMPOTENCY_WINDOW_SECS: String(IDEM_WINDOW_S),
     ...extra,
@@ -137,7 +139,8 @@ async function run(mode) {
   const fired = []; // fire-and-forget calls that got 200: {seq, slot, at}
   let seq = 0;
   let stopping = false;
-  const agentHeaders = { authorization: `Bearer ${SECRET}`, 'content-type': 'application/json' };
+  // The worker's credential revokes; each call carries the agent's token of its slot's key.
+  const workerHeaders = { authorization: `Bearer ${SECRET}`, 'content-type': 'application/json' };
 
   // ---- tabs ----
   const slots = [];
@@ -179,6 +182,7 @@ async function run(mode) {
     if (t.status !== 200) throw new Error(`token: ${t.status} ${t.text}`);
     slot.token = t.body.token;
     slot.apiKey = t.body.apiKey;
+    slot.agentToken = t.body.agentToken;
     note(slot, `token ${fp(slot.apiKey)}`, node);
   }
   /** The soak drops a tab's socket for good (it is never retried). */
@@ -242,7 +246,7 @@ async function run(mode) {
           hangUp(old);
         } else {
           const via = pick(nodes);
-          const r = await api(via.url, `/api/voice-agent/keys/${slot.apiKey}`, { method: 'DELETE', headers: agentHeaders });
+          const r = await api(via.url, `/api/voice-agent/keys/${slot.apiKey}`, { method: 'DELETE', headers: workerHeaders });
           note(slot, `revoke ${r.status}`, via);
           if (r.status !== 200 && failover?.near(Date.now())) throw new Error(`revoke ${r.status} in a failover`);
           if (r.status !== 200) stats.unexpected.push(story(slot, `revoke ${r.status}`));
@@ -264,7 +268,7 @@ async function run(mode) {
 
   // ---- agents ----
   const expected = {
-    ok: [200, 409, 404], error: [502, 409, 404], slow: [504, 409, 404], fire: [200, 409, 404], stranger: [404],
+    ok: [200, 409, 404], error: [502, 409, 404], slow: [504, 409, 404], fire: [200, 409, 404], stranger: [403],
   };
   const agent = async () => {
     while (!stopping) {
@@ -280,6 +284,8 @@ async function run(mode) {
       // A quarter of the calls carry an Idempotency-Key and are retried; the relay keeps their
       // outcomes for its 5-minute window, which a short run sees as growth.
       const retry = Math.random() < 0.25;
+      // A call to another key (a stranger's) with this slot's token: refused before any lookup.
+      const agentHeaders = { authorization: `Bearer ${slot.agentToken}`, 'content-type': 'application/json' };
       const headers = retry ? { ...agentHeaders, 'idempotency-key': `soak-${n}` } : agentHeaders;
       const via = pick(nodes);
       const at = Date.now();

@@ -58,6 +58,7 @@ pub fn missing_tools(catalog: &Catalog) -> Vec<&'static str> {
 pub async fn run(
     worker: &Worker,
     key: &str,
+    token: &str,
     out: &mut impl Write,
 ) -> Result<Vec<Drawn>, ToolError> {
     let catalog = worker.catalog.current();
@@ -86,7 +87,7 @@ pub async fn run(
             catalog.summary()
         ),
     );
-    let result = steps(worker, key, out).await;
+    let result = steps(worker, key, token, out).await;
     sessions.close(key, "demo finished");
     match &result {
         Ok(drawn) => say(
@@ -137,6 +138,7 @@ fn route(catalog: &Catalog, from: &str, tool: &str) -> Option<Vec<String>> {
 async fn reach(
     worker: &Worker,
     key: &str,
+    token: &str,
     out: &mut impl Write,
     tool: &str,
 ) -> Result<(), ToolError> {
@@ -153,7 +155,10 @@ async fn reach(
     for next in path {
         let name = Move::Enter(&next).tool_name();
         say(out, &format!("→ {name}"));
-        worker.agent_call(key, &name, &json!({})).await.result?;
+        worker
+            .agent_call(key, token, &name, &json!({}))
+            .await
+            .result?;
         // The tab shows each mode the walk goes through, in order.
         worker.sessions.mode_told(key).await;
         say(out, &format!("← now in the {next} mode"));
@@ -164,14 +169,15 @@ async fn reach(
 async fn step(
     worker: &Worker,
     key: &str,
+    token: &str,
     out: &mut impl Write,
     tool: &str,
     args: Value,
 ) -> Result<Value, ToolError> {
-    reach(worker, key, out, tool).await?;
+    reach(worker, key, token, out, tool).await?;
     say(out, &format!("→ {tool} {args}"));
     let started = std::time::Instant::now();
-    let result = worker.run_tool(key, tool, &args).await?;
+    let result = worker.run_tool(key, token, tool, &args).await?;
     say(
         out,
         &format!("← {result} ({} ms)", started.elapsed().as_millis()),
@@ -190,11 +196,17 @@ async fn page_defines(worker: &Worker, key: &str, name: &str) -> bool {
             .is_some_and(|p| p.tools.iter().any(|t| t.spec.name == name))
 }
 
-async fn steps(worker: &Worker, key: &str, out: &mut impl Write) -> Result<Vec<Drawn>, ToolError> {
+async fn steps(
+    worker: &Worker,
+    key: &str,
+    token: &str,
+    out: &mut impl Write,
+) -> Result<Vec<Drawn>, ToolError> {
     say(out, "1. a popover, a status line and a pinned note");
     step(
         worker,
         key,
+        token,
         out,
         "OpenPopover",
         json!({"message": "Hello from the demo script"}),
@@ -203,6 +215,7 @@ async fn steps(worker: &Worker, key: &str, out: &mut impl Write) -> Result<Vec<D
     step(
         worker,
         key,
+        token,
         out,
         "loading_status",
         json!({"text": "Shuffling the deck…"}),
@@ -211,6 +224,7 @@ async fn steps(worker: &Worker, key: &str, out: &mut impl Write) -> Result<Vec<D
     step(
         worker,
         key,
+        token,
         out,
         "pin_note",
         json!({"text": "The demo script pinned this note: dismiss it when you like", "tone": "info"}),
@@ -227,7 +241,7 @@ async fn steps(worker: &Worker, key: &str, out: &mut impl Write) -> Result<Vec<D
                 &format!("→ {PAGE_THEME_TOOL} {}", json!({"theme": theme})),
             );
             let result = worker
-                .run_tool(key, PAGE_THEME_TOOL, &json!({"theme": theme}))
+                .run_tool(key, token, PAGE_THEME_TOOL, &json!({"theme": theme}))
                 .await?;
             say(out, &format!("← {result}"));
         }
@@ -240,7 +254,7 @@ async fn steps(worker: &Worker, key: &str, out: &mut impl Write) -> Result<Vec<D
     let mut drawn = Vec::new();
     for (position, role) in SPREAD_POSITIONS {
         let args = json!({"positionLabel": position, "promptRole": role});
-        match step(worker, key, out, "draw_card", args).await {
+        match step(worker, key, token, out, "draw_card", args).await {
             Ok(card) => drawn.push(Drawn { position, card }),
             // Declined, or not picked in time: that position stays empty, the walk goes on.
             Err(e) if e.code == ErrorCode::ToolFailed || e.code == ErrorCode::Timeout => {
@@ -261,6 +275,7 @@ async fn steps(worker: &Worker, key: &str, out: &mut impl Write) -> Result<Vec<D
         step(
             worker,
             key,
+            token,
             out,
             "show_card",
             json!({"cardId": card_id, "reversed": reversed}),
@@ -272,6 +287,7 @@ async fn steps(worker: &Worker, key: &str, out: &mut impl Write) -> Result<Vec<D
     step(
         worker,
         key,
+        token,
         out,
         "present_to_cassette",
         json!({"title": "Your spread", "content": spread_text(&drawn)}),

@@ -24,7 +24,7 @@
 //! use agent_worker::client::{ClientConfig, RelayClient};
 //! use relay_wire::Secret;
 //!
-//! let secret = Secret::new("the relay's agent secret (RELAY_AGENT_SECRET)");
+//! let secret = Secret::new("the worker's credential (RELAY_WORKER_SECRET)");
 //! let relay = RelayClient::new(ClientConfig::new("http://127.0.0.1:3001", secret))?;
 //! // The app's catalog (agent_worker::catalog::Catalog::load), or the default one.
 //! let worker = Worker::new(relay);
@@ -46,9 +46,10 @@
 //! ```no_run
 //! # use agent_worker::Worker;
 //! # use serde_json::json;
-//! # async fn example(worker: &Worker, key: &str) {
+//! # async fn example(worker: &Worker, key: &str, token: &str) {
+//! // `token`: the agent's session token for that key (it reaches that tab only).
 //! let outcome = worker
-//!     .agent_call(key, "OpenPopover", &json!({"message": "Here is your reading"}))
+//!     .agent_call(key, token, "OpenPopover", &json!({"message": "Here is your reading"}))
 //!     .await;
 //! match outcome.result {
 //!     Ok(result) => println!("shown: {result}"),
@@ -68,6 +69,21 @@ pub mod worker;
 
 pub use session::{Offer, OfferedTool};
 pub use worker::{AgentOutcome, Worker};
+
+/// Now, in Unix seconds (the unit of tokens' expiries).
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+/// Installs jsonwebtoken's full RustCrypto provider (EdDSA included) for the whole process,
+/// before anything of livekit-api runs: livekit-api installs an HMAC-only one the first time it
+/// verifies a webhook, and the first install wins; session tokens need EdDSA.
+pub fn install_jwt_crypto() {
+    let _ = jsonwebtoken::crypto::rust_crypto::DEFAULT_PROVIDER.install_default();
+}
 
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use agent_worker::cli::{self, config::Cli};
 
 fn main() -> ExitCode {
+    // Before anything of livekit-api (see `agent_worker::install_jwt_crypto`).
+    agent_worker::install_jwt_crypto();
     let cli = Cli::parse_args();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

@@ -10,6 +10,8 @@ use crate::error::Code;
 use crate::session::Offer;
 use relay_wire::{ErrorCode, Secret};
 
+/// A session token as the relay would check it (these tests never reach a relay).
+const TOKEN: &str = "header.payload.signature";
 const KEY: &str = "va_2222222222222222222222222222222222222222222222222222222222222222";
 
 fn client() -> RelayClient {
@@ -41,15 +43,17 @@ async fn an_agent_moves_through_the_modes_with_tools() {
     );
     assert!(w.sessions.is_open(KEY), "asking opens the session");
 
-    let refused = w.agent_call(KEY, "enter_reading", &json!({})).await;
+    let refused = w.agent_call(KEY, TOKEN, "enter_reading", &json!({})).await;
     assert_eq!(refused.result.unwrap_err().code, Code::ToolNotAllowed);
     assert!(!refused.mode_changed);
-    let unknown = w.agent_call(KEY, "enter_nowhere", &json!({})).await;
+    let unknown = w.agent_call(KEY, TOKEN, "enter_nowhere", &json!({})).await;
     assert_eq!(unknown.result.unwrap_err().code, Code::UnknownTool);
-    let with_args = w.agent_call(KEY, "enter_spread", &json!({"x": 1})).await;
+    let with_args = w
+        .agent_call(KEY, TOKEN, "enter_spread", &json!({"x": 1}))
+        .await;
     assert_eq!(with_args.result.unwrap_err().code, Code::InvalidArguments);
 
-    let moved = w.agent_call(KEY, "enter_spread", &json!({})).await;
+    let moved = w.agent_call(KEY, TOKEN, "enter_spread", &json!({})).await;
     assert!(moved.mode_changed);
     assert_eq!(moved.mode, "spread");
     assert_eq!(moved.result.unwrap()["mode"], "spread");
@@ -61,12 +65,12 @@ async fn an_agent_moves_through_the_modes_with_tools() {
         draw.output_schema.as_ref().unwrap()["required"],
         json!(["cardId", "cardName", "reversed"])
     );
-    let not_here = w.agent_call(KEY, "OpenPopover", &json!({})).await;
+    let not_here = w.agent_call(KEY, TOKEN, "OpenPopover", &json!({})).await;
     assert_eq!(not_here.result.unwrap_err().code, Code::ToolNotAllowed);
-    let bad = w.agent_call(KEY, "draw_card", &json!({})).await;
+    let bad = w.agent_call(KEY, TOKEN, "draw_card", &json!({})).await;
     assert_eq!(bad.result.unwrap_err().code, Code::InvalidArguments);
     assert_eq!(bad.mode, "spread");
-    let nothing = w.agent_call(KEY, "CreateDiagram", &json!({})).await;
+    let nothing = w.agent_call(KEY, TOKEN, "CreateDiagram", &json!({})).await;
     assert_eq!(nothing.result.unwrap_err().code, Code::UnknownTool);
 }
 
@@ -76,7 +80,7 @@ async fn a_session_that_ended_is_not_reopened_by_an_agent() {
     assert!(w.sessions.open(KEY, "room-1", "tab-1", "livekit", true));
     assert!(w.sessions.end(KEY, "participant_left"));
     // The agent goes on calling for the key its user left with: refused, no new session.
-    let call = w.agent_call(KEY, "enter_spread", &json!({})).await;
+    let call = w.agent_call(KEY, TOKEN, "enter_spread", &json!({})).await;
     assert!(call.result.unwrap_err().is(ErrorCode::UnknownKey));
     assert!(!call.mode_changed);
     assert_eq!(w.offer(KEY).await.mode, "default");
@@ -111,7 +115,7 @@ async fn an_apps_catalog_with_a_nested_mode() {
     let w = Worker::with_catalog(client(), catalog, false);
     assert_eq!(names(&w.offer(KEY).await), ["enter_game", "enter_shop"]);
     assert!(
-        w.agent_call(KEY, "enter_shop", &json!({}))
+        w.agent_call(KEY, TOKEN, "enter_shop", &json!({}))
             .await
             .mode_changed
     );
@@ -119,7 +123,7 @@ async fn an_apps_catalog_with_a_nested_mode() {
         names(&w.offer(KEY).await),
         ["ShowShelf", "enter_game", "enter_lobby"]
     );
-    let entered = w.agent_call(KEY, "enter_game", &json!({})).await;
+    let entered = w.agent_call(KEY, TOKEN, "enter_game", &json!({})).await;
     assert_eq!(entered.mode, "game");
     let offer = w.offer(KEY).await;
     assert_eq!(names(&offer), ["ShowScore", "leave_game"]);
@@ -131,13 +135,13 @@ async fn an_apps_catalog_with_a_nested_mode() {
         offer.tools[1].description
     );
     let bad = w
-        .agent_call(KEY, "ShowScore", &json!({"points": "many"}))
+        .agent_call(KEY, TOKEN, "ShowScore", &json!({"points": "many"}))
         .await;
     assert_eq!(bad.result.unwrap_err().code, Code::InvalidArguments);
-    let back = w.agent_call(KEY, "leave_game", &json!({})).await;
+    let back = w.agent_call(KEY, TOKEN, "leave_game", &json!({})).await;
     assert_eq!(back.mode, "shop", "back to the mode it came from");
     assert_eq!(
-        w.agent_call(KEY, "leave_game", &json!({}))
+        w.agent_call(KEY, TOKEN, "leave_game", &json!({}))
             .await
             .result
             .unwrap_err()
@@ -149,7 +153,7 @@ async fn an_apps_catalog_with_a_nested_mode() {
 #[tokio::test]
 async fn a_reload_keeps_sessions_and_tells_their_followers() {
     let w = Worker::new(client());
-    w.agent_call(KEY, "enter_spread", &json!({})).await;
+    w.agent_call(KEY, TOKEN, "enter_spread", &json!({})).await;
     let mut follower = w.sessions.follow(KEY).unwrap();
     let before = w.offer(KEY).await.revision;
     let smaller = Catalog::parse(

@@ -161,11 +161,17 @@ impl Worker {
         ))
     }
 
-    /// Runs one UI tool call for `key`: the session's mode allows it (when the session holds
-    /// calls to its mode), the arguments match the schema (nothing is sent otherwise), the relay
-    /// delivers it. Logged in the session log.
-    pub async fn run_tool(&self, key: &str, tool: &str, args: &Value) -> Result<Value, ToolError> {
-        self.run_tool_with(key, tool, args, None)
+    /// Runs one UI tool call for `key`, sent with the agent's session `token`: the session's
+    /// mode allows it (when the session holds calls to its mode), the arguments match the schema
+    /// (nothing is sent otherwise), the relay delivers it. Logged in the session log.
+    pub async fn run_tool(
+        &self,
+        key: &str,
+        token: &str,
+        tool: &str,
+        args: &Value,
+    ) -> Result<Value, ToolError> {
+        self.run_tool_with(key, token, tool, args, None)
             .await
             .map(|(value, _)| value)
     }
@@ -175,12 +181,15 @@ impl Worker {
     pub async fn run_tool_with(
         &self,
         key: &str,
+        token: &str,
         tool: &str,
         args: &Value,
         idempotency_key: Option<String>,
     ) -> Result<(Value, Option<Value>), ToolError> {
         let started = Instant::now();
-        let outcome = self.run_found(key, tool, args, idempotency_key).await;
+        let outcome = self
+            .run_found(key, token, tool, args, idempotency_key)
+            .await;
         let summary = outcome.as_ref().map(|_| ()).map_err(Clone::clone);
         self.sessions.record(key, tool, started.elapsed(), &summary);
         outcome
@@ -189,6 +198,7 @@ impl Worker {
     async fn run_found(
         &self,
         key: &str,
+        token: &str,
         name: &str,
         args: &Value,
         idempotency_key: Option<String>,
@@ -210,7 +220,10 @@ impl Worker {
             timeout_ms: tool.spec.timeout_ms,
             idempotency_key,
         };
-        let ok = self.client.call(key, name, Some(args), &options).await?;
+        let ok = self
+            .client
+            .call(token, key, name, Some(args), &options)
+            .await?;
         let value = match ok.result {
             Some(result) if tool.spec.await_result => {
                 tool.check_answer(&result)?;
@@ -221,16 +234,23 @@ impl Worker {
         Ok((value, tool.spec.output_schema.clone()))
     }
 
-    /// Runs one tool an agent called for `key`: a mode move of the session's current mode, or
-    /// a UI tool through [`Worker::run_tool`].
-    pub async fn agent_call(&self, key: &str, tool: &str, args: &Value) -> AgentOutcome {
-        self.agent_call_with(key, tool, args, None).await
+    /// Runs one tool an agent called for `key` with its session `token`: a mode move of the
+    /// session's current mode, or a UI tool through [`Worker::run_tool`].
+    pub async fn agent_call(
+        &self,
+        key: &str,
+        token: &str,
+        tool: &str,
+        args: &Value,
+    ) -> AgentOutcome {
+        self.agent_call_with(key, token, tool, args, None).await
     }
 
     /// [`Worker::agent_call`] with the caller's `Idempotency-Key` for a UI tool.
     pub async fn agent_call_with(
         &self,
         key: &str,
+        token: &str,
         tool: &str,
         args: &Value,
         idempotency_key: Option<String>,
@@ -245,7 +265,7 @@ impl Worker {
         } else if Move::of(tool).is_some() && self.catalog.current().tool(tool).is_none() {
             self.change_mode(key, tool, args)
         } else {
-            self.run_tool_with(key, tool, args, idempotency_key)
+            self.run_tool_with(key, token, tool, args, idempotency_key)
                 .await
                 .map(|(value, schema)| {
                     output_schema = schema;

@@ -66,13 +66,15 @@ rm -f "$REPORT_DIR"/{relay,worker}.junit.xml
 trap harness_down EXIT
 
 export TEST_LOG_DIR="$LOG_DIR" RELAY_BIN WORKER_BIN
-harness_up --relay --worker --relay-env RELAY_TOKEN_MODE=issuer \
+harness_up --relay --worker --tab --relay-env RELAY_TOKEN_MODE=issuer \
   --relay-env RELAY_ALLOW_BARE_KEYS=false --relay-env RELAY_DEFAULT_TIMEOUT_MS=1000 --relay-env RELAY_MAX_TIMEOUT_MS=3000 ||
   fail_early "the relay and the worker did not start"
-export ST_AGENT_SECRET ST_ISSUER_SECRET ST_VAPI_SECRET
-ST_AGENT_SECRET="$(harness_field relay.agentSecret)"
+export ST_SESSION_TOKEN ST_WORKER_SECRET ST_OPERATOR_SECRET ST_ISSUER_SECRET
+# A bound tab's agent token: generated requests name random keys, which it reaches none of.
+ST_SESSION_TOKEN="$(harness_field tab.agentToken)"
+ST_WORKER_SECRET="$(harness_field relay.workerSecret)"
+ST_OPERATOR_SECRET="$(harness_field relay.operatorSecret)"
 ST_ISSUER_SECRET="$(harness_field relay.issuerSecret)"
-ST_VAPI_SECRET="$(harness_field worker.vapiSecret)"
 RELAY_ADDR="$(harness_field relay.url)"
 RELAY_ADDR="${RELAY_ADDR#http://}"
 WORKER_ADDR="$(harness_field worker.url)"

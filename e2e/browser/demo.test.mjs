@@ -344,7 +344,7 @@ test('pin_note (an app tool from the catalog) pins notes as text until dismissed
 test('the phase indicator follows the mode the agent side sets', async () => {
   const set = await relay.fetch(`/api/voice-agent/keys/${apiKey}/mode`, {
     method: 'PUT',
-    headers: { authorization: `Bearer ${relay.agentSecret}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${relay.workerSecret}`, 'content-type': 'application/json' },
     body: JSON.stringify({ mode: 'reading' }),
   });
   assert.deepEqual(set.body, { ok: true, tabNotified: true });
@@ -480,7 +480,13 @@ test('a draw that times out is cancelled: the picker closes', async () => {
 
 test('the tab survives a relay restart by re-binding its key', async () => {
   const addr = relay.url.replace('http://', '');
-  const secrets = { LIVEKIT_API_SECRET: relay.livekitSecret, RELAY_AGENT_SECRET: relay.agentSecret };
+  // The same LiveKit secret and signing keys: the tab's token (and its bind proof) still holds.
+  const secrets = {
+    LIVEKIT_API_SECRET: relay.livekitSecret,
+    RELAY_WORKER_SECRET: relay.workerSecret,
+    RELAY_OPERATOR_SECRET: relay.operatorSecret,
+    RELAY_SESSION_KEYS: relay.sessionKeys,
+  };
   await relay.stop();
   await page.waitForSelector('#connection:not([data-state="bound"])', { timeout: 10000 });
   await shot(page, '10-relay-down');
@@ -502,7 +508,7 @@ test('the headset button ends the session; the key goes offline; nothing of it s
   // What the session showed: a phase, a status line, a spread, a card.
   await relay.fetch(`/api/voice-agent/keys/${apiKey}/mode`, {
     method: 'PUT',
-    headers: { authorization: `Bearer ${relay.agentSecret}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${relay.workerSecret}`, 'content-type': 'application/json' },
     body: JSON.stringify({ mode: 'reading' }),
   });
   await page.waitForSelector('#mode[data-mode="reading"]', { timeout: 5000 });

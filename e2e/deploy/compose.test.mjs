@@ -71,8 +71,8 @@ test('podman-compose down leaves no container, pod, network or volume', async ()
 
 test('a stack whose relay exits fails to come up, with the relay\'s last log lines, and leaves nothing behind', async () => {
   // One secret for two credentials: the relay refuses it at start (exit 64).
-  const secret = stackSecrets().RELAY_AGENT_SECRET;
-  const failed = await startComposeStack('compose.yaml', 'bad', { RELAY_AGENT_SECRET: secret, RELAY_TOKEN_ISSUER_SECRET: secret })
+  const secret = stackSecrets().RELAY_WORKER_SECRET;
+  const failed = await startComposeStack('compose.yaml', 'bad', { RELAY_WORKER_SECRET: secret, RELAY_TOKEN_ISSUER_SECRET: secret })
     .then(() => null, (e) => e);
   assert.ok(failed, 'the stack came up with a configuration the relay refuses');
   // Whether podman-compose or the readiness poll saw it first, every container's state is told.

@@ -38,7 +38,7 @@ test('deploy/Dockerfile builds on the local bases; the image is non-root, with i
 test('the image refuses to start without its secrets and names each (exit 64)', async () => {
   const r = await podman(['run', '--rm', IMAGE]);
   assert.equal(r.code, 64, r.out);
-  for (const name of ['LIVEKIT_API_KEY', 'LIVEKIT_API_SECRET', 'RELAY_AGENT_SECRET', 'RELAY_TOKEN_ISSUER_SECRET']) {
+  for (const name of ['LIVEKIT_API_KEY', 'LIVEKIT_API_SECRET', 'RELAY_WORKER_SECRET', 'RELAY_SESSION_KEYS', 'RELAY_TOKEN_ISSUER_SECRET']) {
     assert.match(r.out, new RegExp(`${name} is required`));
   }
 });

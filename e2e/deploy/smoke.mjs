@@ -52,15 +52,15 @@ export async function openTab(url, token, { cookie } = {}) {
   return tab;
 }
 
-const agentHeaders = (stack, apiKey) => ({
-  authorization: `Bearer ${agentCredential(stack)}`,
+const agentHeaders = async (stack, apiKey) => ({
+  authorization: `Bearer ${await agentCredential(stack, apiKey)}`,
   'x-voice-agent-key': apiKey,
   'content-type': 'application/json',
 });
 
-/** The key's state as the relay at `url` tells an agent. */
+/** The key's state as the relay at `url` tells an operator. */
 export async function keyState(stack, apiKey, url = stack.relayUrl) {
-  return json(`${url}/api/voice-agent/keys/${apiKey}`, { headers: { authorization: `Bearer ${agentCredential(stack)}` } });
+  return json(`${url}/api/voice-agent/keys/${apiKey}`, { headers: { authorization: `Bearer ${stack.env.RELAY_OPERATOR_SECRET}` } });
 }
 
 export function waitOnline(stack, apiKey, url = stack.relayUrl, ms = 30000) {
@@ -68,8 +68,8 @@ export function waitOnline(stack, apiKey, url = stack.relayUrl, ms = 30000) {
 }
 
 /** One agent tool through the worker's agent API. */
-export function agentTool(stack, apiKey, name, args = {}) {
-  return json(`${stack.workerUrl}/agent/tools/${name}`, { method: 'POST', headers: agentHeaders(stack, apiKey), body: JSON.stringify(args) });
+export async function agentTool(stack, apiKey, name, args = {}) {
+  return json(`${stack.workerUrl}/agent/tools/${name}`, { method: 'POST', headers: await agentHeaders(stack, apiKey), body: JSON.stringify(args) });
 }
 
 /**
@@ -77,7 +77,7 @@ export function agentTool(stack, apiKey, name, args = {}) {
  * and calls draw_card, whose answer comes from the tab; fails the test unless it is CARD.
  */
 export async function drawThroughWorker(stack, apiKey) {
-  const offer = await json(`${stack.workerUrl}/agent/tools`, { headers: agentHeaders(stack, apiKey) });
+  const offer = await json(`${stack.workerUrl}/agent/tools`, { headers: await agentHeaders(stack, apiKey) });
   assert.equal(offer.status, 200, JSON.stringify(offer.body));
   if (offer.body.mode !== 'spread') {
     const moved = await agentTool(stack, apiKey, 'enter_spread');
@@ -92,8 +92,8 @@ export async function drawThroughWorker(stack, apiKey) {
 }
 
 /** A tool call straight to the relay's API at `url` (the balancer), with `cookie` if given. */
-export function relayCall(stack, url, body, { cookie } = {}) {
-  const headers = { authorization: `Bearer ${agentCredential(stack)}`, 'content-type': 'application/json' };
+export async function relayCall(stack, url, body, { cookie } = {}) {
+  const headers = { authorization: `Bearer ${await agentCredential(stack, body.apiKey, url)}`, 'content-type': 'application/json' };
   if (cookie) headers.cookie = cookie;
   return json(`${url}/api/voice-agent/tool-call`, { method: 'POST', headers, body: JSON.stringify(body) });
 }

@@ -254,7 +254,7 @@ function settingsInSources() {
 
 test('every RELAY_, WORKER_, AGENT_ and LIVEKIT_ setting the docs name exists in the sources', () => {
   const known = settingsInSources();
-  assert.ok(known.names.has('RELAY_AGENT_SECRET') && known.names.has('WORKER_CATALOG'), 'the source scan found no settings');
+  assert.ok(known.names.has('RELAY_WORKER_SECRET') && known.names.has('WORKER_CATALOG'), 'the source scan found no settings');
   assert.ok(!known.has('RELAY_NO_SUCH_SETTING'), 'the source scan accepts any name');
   const problems = [];
   let named = 0;

@@ -9,7 +9,7 @@ import { homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { logDir, repoRoot, toolsDir } from './paths.mjs';
 import { freePort, sleep } from './proc.mjs';
-import { secret } from './relay.mjs';
+import { secret, sessionKeyEntry } from './relay.mjs';
 
 /** podman's settings for this machine (ulimits, runtime): scripts/lib/containers.conf. */
 export const containersConf = join(repoRoot, 'scripts/lib/containers.conf');
@@ -129,20 +129,40 @@ export function stackSecrets() {
   return {
     LIVEKIT_API_KEY: 'devkey',
     LIVEKIT_API_SECRET: secret('lk'),
-    RELAY_AGENT_SECRET: secret('as'),
+    RELAY_WORKER_SECRET: secret('ws'),
+    RELAY_OPERATOR_SECRET: secret('os'),
+    RELAY_SESSION_KEYS: sessionKeyEntry(),
     RELAY_TOKEN_ISSUER_SECRET: secret('is'),
     VAPI_SECRET: secret('vapi'),
   };
 }
 
-/** The credential an agent presents for a key of `stack` (the relay's and the worker's agent APIs). */
-export function agentCredential(stack) {
-  return stack.env.RELAY_AGENT_SECRET;
+/**
+ * An agent's session token for `apiKey` of `stack`, minted once by the relay at `url` with the
+ * worker's credential (POST /api/voice-agent/sessions), as the worker does for each user.
+ */
+export async function agentCredential(stack, apiKey, url = stack.relayUrl) {
+  stack.agentTokens ??= new Map();
+  if (!stack.agentTokens.has(apiKey)) {
+    const res = await fetch(`${url}/api/voice-agent/sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${stack.env.RELAY_WORKER_SECRET}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ apiKey }),
+      signal: AbortSignal.timeout(20000),
+    });
+    const body = await res.json().catch(() => null);
+    if (res.status !== 200) throw new Error(`no session token for the key: ${res.status} ${JSON.stringify(body)}`);
+    stack.remember(body.token);
+    stack.agentTokens.set(apiKey, body.token);
+  }
+  return stack.agentTokens.get(apiKey);
 }
 
-/** Values no container's log may hold whole. */
+/** Values no container's log may hold whole: the secrets, and each signing key's seed. */
 function secretValues(env) {
-  return Object.entries(env).filter(([k, v]) => /SECRET/.test(k) && v).map(([, v]) => v);
+  const values = Object.entries(env).filter(([k, v]) => /SECRET/.test(k) && v).map(([, v]) => v);
+  const seeds = (env.RELAY_SESSION_KEYS ?? '').split(',').map((entry) => entry.split(':')[1]).filter(Boolean);
+  return [...values, ...seeds];
 }
 
 /** Every project this suite brings up is named with this prefix. */

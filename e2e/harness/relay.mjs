@@ -11,10 +11,20 @@ export const LIVEKIT_KEY = 'devkey';
 
 /** A fresh test secret: `prefix-` and 48 hex digits. */
 export const secret = (prefix) => `${prefix}-${randomBytes(24).toString('hex')}`;
+/** A fresh signing-key entry for RELAY_SESSION_KEYS (`kid:seed`, what `relay session-key`
+ * prints). */
+export const sessionKeyEntry = () => `k${randomBytes(4).toString('hex')}:${randomBytes(32).toString('base64url')}`;
+/** The seeds of RELAY_SESSION_KEYS entries: what no log may hold. */
+const seedsOf = (keys) => (keys ?? '').split(',').map((e) => e.split(':')[1]).filter(Boolean);
 
-/** The secrets every relay node of one set must share (each node verifies the others' tokens
- * and takes the same agents): spread into each node's environment. */
-export const nodeSecrets = () => ({ LIVEKIT_API_SECRET: secret('lk'), RELAY_AGENT_SECRET: secret('as') });
+/** The secrets every relay node of one set must share (each node verifies the others' tokens,
+ * the tabs' and the agents'): spread into each node's environment. */
+export const nodeSecrets = () => ({
+  LIVEKIT_API_SECRET: secret('lk'),
+  RELAY_WORKER_SECRET: secret('ws'),
+  RELAY_OPERATOR_SECRET: secret('os'),
+  RELAY_SESSION_KEYS: sessionKeyEntry(),
+});
 /** A fresh token-issuer secret (what an operator puts in RELAY_TOKEN_ISSUER_SECRET). */
 export const issuerSecret = () => secret('is');
 /** A well-formed key that no relay issued. */
@@ -26,7 +36,8 @@ export const strangerKey = () => `va_${randomBytes(32).toString('hex')}`;
  * binding and calls need no credential to mint; tests of the token modes set their own.
  */
 export async function startRelay(env = {}, { name = 'relay', bin = relayBin } = {}) {
-  const agentSecret = env.RELAY_AGENT_SECRET?.split(',')[0] ?? secret('as');
+  const workerSecret = env.RELAY_WORKER_SECRET?.split(',')[0] ?? secret('ws');
+  const operatorSecret = env.RELAY_OPERATOR_SECRET?.split(',')[0] ?? secret('os');
   const livekitSecret = env.LIVEKIT_API_SECRET ?? secret('lk');
   const fullEnv = {
     PATH: process.env.PATH,
@@ -35,7 +46,9 @@ export async function startRelay(env = {}, { name = 'relay', bin = relayBin } = 
     LIVEKIT_URL: 'ws://127.0.0.1:7880',
     LIVEKIT_API_KEY: LIVEKIT_KEY,
     LIVEKIT_API_SECRET: livekitSecret,
-    RELAY_AGENT_SECRET: agentSecret,
+    RELAY_WORKER_SECRET: workerSecret,
+    RELAY_OPERATOR_SECRET: operatorSecret,
+    RELAY_SESSION_KEYS: sessionKeyEntry(),
     RELAY_WEB_DIR: webDist,
     RELAY_TOKEN_MODE: 'open',
     RELAY_ALLOW_BARE_KEYS: 'true',
@@ -43,8 +56,11 @@ export async function startRelay(env = {}, { name = 'relay', bin = relayBin } = 
   };
   const started = await launchServer({ name, bin, env: fullEnv, stream: 'stdout', banner: 'relay' });
   const issuer = fullEnv.RELAY_TOKEN_MODE === 'issuer' ? fullEnv.RELAY_TOKEN_ISSUER_SECRET?.split(',')[0] : undefined;
-  const relay = new Relay({ ...started, agentSecret, livekitSecret, issuerSecret: issuer });
-  relay.remember(agentSecret, livekitSecret, ...(fullEnv.RELAY_TOKEN_ISSUER_SECRET ?? '').split(','), fullEnv.RELAY_APP_JWT_SECRET);
+  const relay = new Relay({ ...started, workerSecret, operatorSecret, livekitSecret, issuerSecret: issuer });
+  /** RELAY_SESSION_KEYS (`kid:seed` entries): a test may sign tokens the relay accepts. */
+  relay.sessionKeys = fullEnv.RELAY_SESSION_KEYS;
+  relay.remember(workerSecret, operatorSecret, livekitSecret, ...seedsOf(fullEnv.RELAY_SESSION_KEYS),
+    ...(fullEnv.RELAY_TOKEN_ISSUER_SECRET ?? '').split(','), fullEnv.RELAY_APP_JWT_SECRET);
   return relay;
 }
 
@@ -72,7 +88,8 @@ export async function startWorker(relay, env = {}) {
       RUST_LOG: 'debug',
       WORKER_ADDR: '127.0.0.1:0',
       RELAY_URL: relay.url,
-      RELAY_AGENT_SECRET: relay.agentSecret,
+      RELAY_WORKER_SECRET: relay.workerSecret,
+      RELAY_OPERATOR_SECRET: relay.operatorSecret,
       LIVEKIT_API_KEY: LIVEKIT_KEY,
       LIVEKIT_API_SECRET: livekitSecret,
       ...env,
@@ -80,8 +97,9 @@ export async function startWorker(relay, env = {}) {
     stream: 'stderr',
     banner: 'agent-worker',
   });
-  const worker = new Relay({ ...started, agentSecret: relay.agentSecret, livekitSecret });
-  worker.remember(livekitSecret, env.VAPI_SECRET);
+  const worker = new Relay({ ...started, workerSecret: relay.workerSecret, operatorSecret: relay.operatorSecret, livekitSecret });
+  worker.relay = relay;
+  worker.remember(livekitSecret, relay.workerSecret, relay.operatorSecret, env.VAPI_SECRET);
   relay.share(worker);
   return worker;
 }
@@ -100,11 +118,12 @@ export function runRelay(env, args = [], ms = 10000) {
   }), 'relay to exit');
 }
 
-/** Runs `agent-worker <args>` against `relay`; resolves with its exit code and output. */
+/** Runs `agent-worker <args>` against `relay` as an operator (`call` and `demo` mint a session
+ * token for their key); resolves with its exit code and output. */
 export function runWorker(relay, args, env = {}, ms = 20000) {
   return within(ms, new Promise((resolveW) => {
     const p = spawn(workerBin, args, {
-      env: { PATH: process.env.PATH, RELAY_URL: relay.url, RELAY_AGENT_SECRET: relay.agentSecret, RUST_LOG: 'debug', ...env },
+      env: { PATH: process.env.PATH, RELAY_URL: relay.url, RELAY_OPERATOR_SECRET: relay.operatorSecret, RUST_LOG: 'debug', ...env },
     });
     let stdout = '';
     let stderr = '';
@@ -120,13 +139,18 @@ export function runWorker(relay, args, env = {}, ms = 20000) {
 
 /** A relay (or a worker) under test, with what the tests ask of it over HTTP and its tabs. */
 export class Relay extends Server {
-  constructor({ agentSecret, livekitSecret, issuerSecret: issuer, ...started }) {
+  constructor({ workerSecret, operatorSecret, livekitSecret, issuerSecret: issuer, ...started }) {
     super(started);
-    this.agentSecret = agentSecret;
+    /** The worker's credential: mints session tokens, reads key state, revokes. */
+    this.workerSecret = workerSecret;
+    /** The operators' credential. */
+    this.operatorSecret = operatorSecret;
     this.livekitSecret = livekitSecret;
     /** In issuer mode: what `token()` presents, as the app's backend would. */
     this.issuerSecret = issuer;
     this.tabs = [];
+    /** A session token per key, minted on first use (`tokenFor`). */
+    this.sessionTokens = new Map();
   }
 
   /**
@@ -140,8 +164,31 @@ export class Relay extends Server {
       this.remember(bearer);
     }
     const res = await this.fetch('/token', { method: 'POST', headers, body: JSON.stringify(body) });
-    if (res.status === 200) this.remember(res.body.token, res.body.apiKey);
+    if (res.status === 200) this.remember(res.body.token, res.body.apiKey, res.body.agentToken);
     return res;
+  }
+
+  /**
+   * POST /api/voice-agent/sessions for `apiKey` (`extra`: ttlSecs, tools, scope, …), presenting
+   * `bearer` (the worker's credential by default); resolves with the raw answer.
+   */
+  async requestSession(apiKey, extra = {}, { bearer = this.workerSecret } = {}) {
+    const headers = { 'content-type': 'application/json' };
+    if (bearer) headers.authorization = `Bearer ${bearer}`;
+    const res = await this.fetch('/api/voice-agent/sessions', { method: 'POST', headers, body: JSON.stringify({ apiKey, ...extra }) });
+    if (res.status === 200) this.remember(res.body.token);
+    return res;
+  }
+
+  /** A session token for `apiKey` (minted once with the worker's credential); fails the test
+   * unless the relay mints it. */
+  async tokenFor(apiKey) {
+    if (!this.sessionTokens.has(apiKey)) {
+      const res = await this.requestSession(apiKey);
+      assert.equal(res.status, 200, `a session token for the key: ${JSON.stringify(res.body)}`);
+      this.sessionTokens.set(apiKey, res.body.token);
+    }
+    return this.sessionTokens.get(apiKey);
   }
 
   /** Mints a token (POST /token); fails the test unless it is issued. */
@@ -151,19 +198,25 @@ export class Relay extends Server {
     return res.body;
   }
 
-  /** Posts a tool call as the agent. */
-  async call(body, { secret: agentSecret = this.agentSecret, headers = {}, raw } = {}) {
+  /**
+   * Posts a tool call as the key's agent: with a session token for `body.apiKey` (minted once),
+   * or `token` (another session token), or `secret` (any credential; `null` for none).
+   */
+  async call(body, { secret, token, headers = {}, raw } = {}) {
     const h = { 'content-type': 'application/json', ...headers };
-    if (agentSecret !== null) h.authorization = `Bearer ${agentSecret}`;
+    const credential = secret !== undefined ? secret : token ?? await this.tokenFor(body.apiKey);
+    if (credential !== null) h.authorization = `Bearer ${credential}`;
     return this.fetch('/api/voice-agent/tool-call', { method: 'POST', headers: h, body: raw ?? JSON.stringify(body) });
   }
 
-  async keyState(apiKey, agentSecret = this.agentSecret) {
-    return this.fetch(`/api/voice-agent/keys/${apiKey}`, { headers: { authorization: `Bearer ${agentSecret}` } });
+  /** The key's state, read with the worker's credential (or `bearer`). */
+  async keyState(apiKey, bearer = this.workerSecret) {
+    return this.fetch(`/api/voice-agent/keys/${apiKey}`, { headers: { authorization: `Bearer ${bearer}` } });
   }
 
-  async revoke(apiKey, agentSecret = this.agentSecret) {
-    return this.fetch(`/api/voice-agent/keys/${apiKey}`, { method: 'DELETE', headers: { authorization: `Bearer ${agentSecret}` } });
+  /** Revokes the key with the worker's credential (or `bearer`). */
+  async revoke(apiKey, bearer = this.workerSecret) {
+    return this.fetch(`/api/voice-agent/keys/${apiKey}`, { method: 'DELETE', headers: { authorization: `Bearer ${bearer}` } });
   }
 
   /** Opens a tab: a socket.io-client socket, optionally with a handshake token. */

@@ -41,13 +41,18 @@ export async function startStack({ catalog, relayEnv = {}, workerEnv = {} } = {}
 
 export class Stack {
   constructor(relay, worker) {
-    Object.assign(this, { relay, worker, agentSecret: relay.agentSecret, livekitSecret: relay.livekitSecret });
+    Object.assign(this, { relay, worker, livekitSecret: relay.livekitSecret });
     this.tabs = [];
   }
 
   /** Values neither log may hold whole. */
   remember(...values) {
     this.relay.remember(...values);
+  }
+
+  /** A session token for `apiKey` only (what an agent holds), minted once. */
+  tokenFor(apiKey) {
+    return this.relay.tokenFor(apiKey);
   }
 
   /** A key the relay issued (POST /token), whose tab is not connected. */
@@ -73,6 +78,8 @@ export class Stack {
     });
     const tab = new Tab(socket, handlers);
     tab.apiKey = minted.apiKey;
+    /** The tab's own agent's session token (the `agentToken` of its /token answer). */
+    tab.agentToken = minted.agentToken;
     this.tabs.push(tab);
     await tab.connected();
     await eventually(async () => (await this.keyState(minted.apiKey)).body?.state === 'online', 'the key to be online');

@@ -70,7 +70,8 @@ async function main() {
     relay: {
       url: relay.url,
       log: relay.logPath,
-      agentSecret: relay.agentSecret,
+      workerSecret: relay.workerSecret,
+      operatorSecret: relay.operatorSecret,
       livekitSecret: relay.livekitSecret,
       issuerSecret: relay.issuerSecret ?? null,
     },
@@ -87,7 +88,7 @@ async function main() {
     const tab = new Tab(tabSocket);
     await tab.connected();
     await relay.waitState(minted.apiKey, 'online');
-    out.tab = { apiKey: minted.apiKey };
+    out.tab = { apiKey: minted.apiKey, agentToken: minted.agentToken };
   }
   process.stdout.write(`${JSON.stringify(out)}\n`);
 }

@@ -1,17 +1,17 @@
-// Adds the worker's two headers (the agent secret as a Bearer credential, the tab's key in
+// Adds the worker's two headers (a session token for the tab's key as a Bearer credential, the key in
 // X-Voice-Agent-Key) to every request on its way to the worker's /mcp: the conformance suite
 // cannot send headers of its own. Everything else passes through as it came, the Host header
 // too (the suite checks that the worker refuses foreign hosts), and responses stream back as
 // they are written (SSE).
 //
-//   WORKER=http://127.0.0.1:3002 AGENT_SECRET=… VOICE_AGENT_KEY=va_… node proxy.mjs
+//   WORKER=http://127.0.0.1:3002 AGENT_TOKEN=… VOICE_AGENT_KEY=va_… node proxy.mjs
 //   → prints "proxy listening on http://127.0.0.1:PORT"
 
 import http from 'node:http';
 
 const target = new URL(process.env.WORKER ?? 'http://127.0.0.1:3002');
 const added = {
-  authorization: `Bearer ${process.env.AGENT_SECRET ?? ''}`,
+  authorization: `Bearer ${process.env.AGENT_TOKEN ?? ''}`,
   'x-voice-agent-key': process.env.VOICE_AGENT_KEY ?? '',
 };
 

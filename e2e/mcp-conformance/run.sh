@@ -7,7 +7,7 @@
 # It starts a relay, a worker (the debug binaries, built when missing) on free loopback ports and
 # a tab bound to a fresh key (the official socket.io-client) through the e2e harness
 # (e2e/harness/up.mjs, which also searches their logs for the key and the secrets when they
-# stop), and proxy.mjs in front of the worker, which adds the agent secret and the tab's key to
+# stop), and proxy.mjs in front of the worker, which adds a session token and the tab's key to
 # every request (the suite cannot send headers of its own). The suite needs Node >= 22: it and a Node
 # 22 from the npm registry are installed into .tools/node22 when missing.
 #
@@ -89,7 +89,7 @@ key=$(harness_field tab.apiKey)
 
 # The proxy runs until its standard input closes (fd 8, closed on exit).
 mkfifo "$out/proxy.in"
-WORKER="$worker" AGENT_SECRET="$(harness_field relay.agentSecret)" VOICE_AGENT_KEY="$key" \
+WORKER="$worker" AGENT_TOKEN="$(harness_field tab.agentToken)" VOICE_AGENT_KEY="$key" \
   "$node22" "$here/proxy.mjs" <"$out/proxy.in" >"$out/proxy.out" 2>&1 &
 proxy_pid=$!
 exec 8>"$out/proxy.in"

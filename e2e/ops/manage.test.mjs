@@ -255,10 +255,10 @@ test('stop leaves no process and no port held, a participant in a room holding n
 test('check refuses a broken .env with the reason and exit 64', async () => {
   const good = readFileSync(join(dir, '.env'), 'utf8');
   assert.equal((await manage(['check'])).code, 0);
-  writeFileSync(join(dir, '.env'), good.replace(/^RELAY_AGENT_SECRET=.*$/m, 'RELAY_AGENT_SECRET=short'));
+  writeFileSync(join(dir, '.env'), good.replace(/^RELAY_WORKER_SECRET=.*$/m, 'RELAY_WORKER_SECRET=short'));
   const weak = await manage(['check']);
   assert.equal(weak.code, 64, weak.out);
-  assert.match(weak.out, /RELAY_AGENT_SECRET .*shorter than 16/);
+  assert.match(weak.out, /RELAY_WORKER_SECRET .*shorter than 16/);
   writeFileSync(join(dir, '.env'), good.replace(/^LIVEKIT_API_SECRET=.*$/m, ''));
   const missing = await manage(['check']);
   assert.equal(missing.code, 64);

@@ -126,6 +126,8 @@ test('one key, one tab: a newer bind replaces the older socket', async () => {
 
 test('revoke unbinds the tab, forgets the key and keeps its token from binding again', async () => {
   const { tab, apiKey, token } = await relay.boundTab();
+  // The key's agent holds a session token from before the revoke: it dies with the key.
+  await relay.tokenFor(apiKey);
   const r = await relay.revoke(apiKey);
   assert.equal(r.status, 200);
   assert.deepEqual(r.body, { ok: true, tabNotified: true });

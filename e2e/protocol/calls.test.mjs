@@ -231,7 +231,8 @@ test('per-key limit on calls in flight: 429 beyond it', async () => {
 test('the agent cancels a running call by its Idempotency-Key: the tab gets cancel, the call ends', async () => {
   const { tab, apiKey } = await relay.boundTab();
   tab.socket.on('voice-agent:draw_card', () => {});
-  const cancel = (idem, body = { apiKey }, secret = relay.agentSecret) => relay.fetch('/api/voice-agent/tool-call/cancel', {
+  const token = await relay.tokenFor(apiKey);
+  const cancel = (idem, body = { apiKey }, secret = token) => relay.fetch('/api/voice-agent/tool-call/cancel', {
     method: 'POST',
     headers: {
       'content-type': 'application/json',
@@ -246,6 +247,11 @@ test('the agent cancels a running call by its Idempotency-Key: the tab gets canc
   );
   const [, meta] = await tab.next('voice-agent:draw_card');
   assert.equal((await cancel('cancel-me-1', { apiKey }, 'wrong-secret-wrong')).status, 401);
+  // Another key's token, or a server's credential, cancels nothing here.
+  const other = await relay.boundTab();
+  assert.equal((await cancel('cancel-me-1', { apiKey }, await relay.tokenFor(other.apiKey))).status, 403);
+  assert.equal((await cancel('cancel-me-1', { apiKey }, relay.workerSecret)).status, 403);
+  other.tab.close();
   assert.equal((await cancel(null)).status, 400, 'the call is named by its Idempotency-Key');
   assert.equal((await cancel('cancel-me-1', { apiKey: 'va_nope' })).status, 400);
   const started = Date.now();

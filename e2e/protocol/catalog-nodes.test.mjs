@@ -60,10 +60,11 @@ after(async () => {
   await redis?.stop();
 });
 
-const agentHeaders = (apiKey) => ({ authorization: `Bearer ${worker.agentSecret}`, 'x-voice-agent-key': apiKey });
-const offer = (apiKey, query = '') => worker.fetch(`/agent/tools${query}`, { headers: agentHeaders(apiKey) });
-const callTool = (apiKey, name, args = {}) =>
-  worker.fetch(`/agent/tools/${name}`, { method: 'POST', headers: { ...agentHeaders(apiKey), 'content-type': 'application/json' }, body: JSON.stringify(args) });
+/** What the key's agent presents: a session token for that key (minted on node A). */
+const agentHeaders = async (apiKey) => ({ authorization: `Bearer ${await A.tokenFor(apiKey)}`, 'x-voice-agent-key': apiKey });
+const offer = async (apiKey, query = '') => worker.fetch(`/agent/tools${query}`, { headers: await agentHeaders(apiKey) });
+const callTool = async (apiKey, name, args = {}) =>
+  worker.fetch(`/agent/tools/${name}`, { method: 'POST', headers: { ...await agentHeaders(apiKey), 'content-type': 'application/json' }, body: JSON.stringify(args) });
 const names = (res) => res.body.tools.map((t) => t.name);
 
 test('what a tab on node A handles shapes the offer an agent gets through node B', async () => {

@@ -145,6 +145,8 @@ test('every node reads the same state for a key: issued, online, offline with it
 
 test('a revoke on node C unbinds the tab on node A; no node binds the key again', async () => {
   const { tab, apiKey, token } = await tabOn(A, B);
+  // The key's agent, minted on B before the revoke: its token dies with the key on every node.
+  const agentToken = await B.tokenFor(apiKey);
   const r = await C.revoke(apiKey);
   assert.equal(r.status, 200);
   assert.equal(r.body.tabNotified, true);
@@ -152,7 +154,7 @@ test('a revoke on node C unbinds the tab on node A; no node binds the key again'
   assert.deepEqual(await tab.next('disconnect'), ['io server disconnect']);
   assert.deepEqual(await statesEverywhere(apiKey), [404, 404, 404]);
   for (const n of [A, B, C]) {
-    const call = await n.call({ apiKey, toolName: 'OpenPopover' });
+    const call = await n.call({ apiKey, toolName: 'OpenPopover' }, { token: agentToken });
     assert.equal(call.status, 404);
     const again = n.tab({ token });
     const err = await again.connectError();
@@ -230,15 +232,18 @@ test('the per-key in-flight limit is counted across nodes', async () => {
   tab.close();
 });
 
-test('the agent call rate and the token rate are shared by the nodes', async () => {
+test('a session\'s call rate and the token rate are shared by the nodes', async () => {
   // Two more nodes on a Redis of their own, with small limits.
   const own = await startRedis();
-  const env = { ...shared, RELAY_REDIS_URL: own.url, RELAY_AGENT_RATE_PER_SEC: '4', RELAY_TOKEN_RATE_PER_MIN: '3' };
+  const env = { ...shared, RELAY_REDIS_URL: own.url, RELAY_SESSION_RATE_PER_SEC: '4', RELAY_TOKEN_RATE_PER_MIN: '3' };
   const X = await startRelay(env, { name: 'relay-x' });
   const Y = await startRelay(env, { name: 'relay-y' });
   X.share(Y); Y.share(X);
   try {
     const window = (ms) => Math.floor(Date.now() / ms);
+    // A key and its agent's session token, before the token budget is spent.
+    const { apiKey } = await X.token();
+    const agentToken = await X.tokenFor(apiKey);
     // Tokens: 3 a minute from this address, whichever node mints them.
     let minuteAtStart;
     let statuses;
@@ -250,12 +255,13 @@ test('the agent call rate and the token rate are shared by the nodes', async () 
     }
     assert.equal(statuses.filter((s) => s === 200).length <= 3, true, statuses.join());
     assert.ok(statuses.includes(429), statuses.join());
-    // Calls: 4 a second for this agent, whichever node takes them (unknown keys count too).
+    // Calls: 4 a second for one agent session, whichever node takes them. The key has no tab:
+    // the calls that pass the limit wait 50 ms for one, then end as tab_offline.
     let counts;
     for (let attempt = 0; attempt < 3; attempt += 1) {
       const second = window(1000);
-      const replies = await Promise.all([X, Y, X, Y, X, Y, X, Y].map((n) => n.call({ apiKey: `va_${randomBytes(32).toString('hex')}`, toolName: 'OpenPopover' })));
-      counts = { limited: replies.filter((r) => r.status === 429).length, other: replies.filter((r) => r.status === 404).length };
+      const replies = await Promise.all([X, Y, X, Y, X, Y, X, Y].map((n) => n.call({ apiKey, toolName: 'OpenPopover', timeoutMs: 50 }, { token: agentToken })));
+      counts = { limited: replies.filter((r) => r.status === 429).length, other: replies.filter((r) => r.status === 409).length };
       if (window(1000) === second) break;
       await sleep(1000);
     }
@@ -368,6 +374,8 @@ async function readiness(n, status, ms = 10000) {
 test('losing Redis: 503 and /readyz false on every node, nothing panics; all recovers when it returns', async () => {
   const { tab, apiKey } = await tabOn(A, C);
   tab.socket.on('voice-agent:ping', (p, m, ack) => ack('pong'));
+  // The agent's token, minted while Redis answers (it is verified by each node on its own).
+  await B.tokenFor(apiKey);
   await redis.stop();
   for (const n of [A, B, C]) {
     const ready = await readiness(n, 503);
@@ -420,7 +428,8 @@ test('through the deploy balancer (HAProxy, deploy/haproxy.cfg): polling tabs st
     // Long enough for many polls: a poll sent to the wrong node would end the session.
     for (let round = 0; round < 3; round += 1) {
       for (const [i, t] of tabs.entries()) {
-        const r = await (round === 2 ? { call: (b) => fetch(`${url}/api/voice-agent/tool-call`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${A.agentSecret}` }, body: JSON.stringify(b) }).then(async (res) => ({ status: res.status, body: await res.json() })) } : [A, B, C][(i + round) % 3])
+        const token = await A.tokenFor(t.apiKey);
+        const r = await (round === 2 ? { call: (b) => fetch(`${url}/api/voice-agent/tool-call`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(b) }).then(async (res) => ({ status: res.status, body: await res.json() })) } : [A, B, C][(i + round) % 3])
           .call({ apiKey: t.apiKey, toolName: 'whoami', awaitResult: true, timeoutMs: 3000 });
         assert.equal(r.status, 200, JSON.stringify(r.body));
         assert.deepEqual(r.body.result, { i });

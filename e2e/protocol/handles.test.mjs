@@ -14,14 +14,14 @@ before(async () => { relay = await startRelay(); });
 after(async () => { await relay?.stop(); });
 
 const declare = (tab, payload) => within(5000, tab.socket.emitWithAck('voice-agent:handles', payload), 'the handles ack');
-const setMode = (apiKey, body, secret = relay.agentSecret) =>
+const setMode = (apiKey, body, secret = relay.workerSecret) =>
   relay.fetch(`/api/voice-agent/keys/${apiKey}/mode`, {
     method: 'PUT',
     headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
 const stateQuery = (apiKey, query) =>
-  relay.fetch(`/api/voice-agent/keys/${apiKey}?${query}`, { headers: { authorization: `Bearer ${relay.agentSecret}` } });
+  relay.fetch(`/api/voice-agent/keys/${apiKey}?${query}`, { headers: { authorization: `Bearer ${relay.workerSecret}` } });
 
 test('a declaration is acknowledged with its revision and shown in the key state', async () => {
   const { tab, apiKey } = await relay.boundTab();

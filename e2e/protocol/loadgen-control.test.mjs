@@ -11,7 +11,7 @@ import { startRelay, startRedis, within, sleep, loadgenBin, nodeSecrets } from '
 
 const shared = {
   ...nodeSecrets(),
-  RELAY_AGENT_RATE_PER_SEC: '1000000',
+  RELAY_SESSION_RATE_PER_SEC: '1000000',
   RELAY_TOKEN_RATE_PER_MIN: '100000',
   RUST_LOG: 'info',
 };
@@ -33,7 +33,7 @@ after(async () => {
 });
 
 test('loadgen --control: binds on two nodes, calls each tab, brings a lost node\'s tabs back', async () => {
-  gen = spawn(loadgenBin, ['--control', '--secret', shared.RELAY_AGENT_SECRET, '--nodes', `${A.url}=6,${B.url}=6`, '--call-nodes', B.url, '--reconnect-nodes', B.url, '--source-ip', '127.0.0.2'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  gen = spawn(loadgenBin, ['--control', '--nodes', `${A.url}=6,${B.url}=6`, '--call-nodes', B.url, '--reconnect-nodes', B.url, '--source-ip', '127.0.0.2'], { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = [];
   const waiting = [];
   createInterface({ input: gen.stdout }).on('line', (l) => { const m = JSON.parse(l); const w = waiting.shift(); if (w) w(m); else lines.push(m); });

@@ -11,13 +11,13 @@ const run = promisify(execFile);
 
 let relay;
 before(async () => {
-  relay = await startRelay({ RELAY_AGENT_RATE_PER_SEC: '1000000', RELAY_TOKEN_RATE_PER_MIN: '100000', RUST_LOG: 'info' }, { name: 'relay-loadgen' });
+  relay = await startRelay({ RELAY_SESSION_RATE_PER_SEC: '1000000', RELAY_TOKEN_RATE_PER_MIN: '100000', RUST_LOG: 'info' }, { name: 'relay-loadgen' });
 });
 after(async () => { await relay?.stop(); });
 
 for (const awaited of [true, false]) {
   test(`loadgen ${awaited ? 'awaited' : 'fire-and-forget'}: every call reaches its tab`, async () => {
-    const args = ['--url', relay.url, '--secret', relay.agentSecret, '--tabs', '8', '--agents', '4', '--duration-secs', '1', '--settle-secs', '0.2', '--server-pid', String(relay.proc.pid)];
+    const args = ['--url', relay.url, '--tabs', '8', '--agents', '4', '--duration-secs', '1', '--settle-secs', '0.2', '--server-pid', String(relay.proc.pid)];
     if (awaited) args.push('--awaited');
     const { stdout } = await run(loadgenBin, args, { timeout: 60000 });
     const r = JSON.parse(stdout.trim());
@@ -33,7 +33,7 @@ for (const awaited of [true, false]) {
 }
 
 test('loadgen binds the older way too (register with the bare key)', async () => {
-  const { stdout } = await run(loadgenBin, ['--url', relay.url, '--secret', relay.agentSecret, '--tabs', '4', '--agents', '2', '--awaited', '--bind', 'register', '--duration-secs', '0.5', '--settle-secs', '0.1'], { timeout: 60000 });
+  const { stdout } = await run(loadgenBin, ['--url', relay.url, '--tabs', '4', '--agents', '2', '--awaited', '--bind', 'register', '--duration-secs', '0.5', '--settle-secs', '0.1'], { timeout: 60000 });
   const r = JSON.parse(stdout.trim());
   assert.equal(r.bind_failures, 0);
   assert.equal(r.misrouted, 0);

@@ -26,26 +26,37 @@ test("the relay serves its OpenAPI 3.1 document, with the error table's codes an
   assert.equal(doc.openapi, '3.1.0');
   assert.deepEqual(operations(doc), [
     'DELETE /api/voice-agent/keys/{apiKey}',
+    'DELETE /api/voice-agent/sessions/{sessionId}',
     'GET /api/voice-agent/keys/{apiKey}',
+    'GET /api/voice-agent/session-keys',
     'GET /healthz',
     'GET /metrics',
     'GET /openapi.json',
     'GET /readyz',
     'GET /token',
+    'POST /api/voice-agent/sessions',
     'POST /api/voice-agent/tool-call',
     'POST /api/voice-agent/tool-call/cancel',
     'POST /token',
     'PUT /api/voice-agent/keys/{apiKey}/mode',
   ]);
   assert.deepEqual(doc.components.schemas.ErrorCode.enum, [
-    'invalid_request', 'unauthorized', 'unknown_key', 'tab_offline', 'payload_too_large', 'rate_limited',
+    'invalid_request', 'unauthorized', 'forbidden', 'unknown_key', 'tab_offline', 'payload_too_large', 'rate_limited',
     'tool_failed', 'no_handler', 'shutting_down', 'unavailable', 'timeout', 'internal',
   ]);
   const responses = doc.paths['/api/voice-agent/tool-call'].post.responses;
-  for (const status of ['400', '401', '404', '409', '413', '429', '502', '503', '504']) {
+  for (const status of ['400', '401', '403', '404', '409', '413', '429', '502', '503', '504']) {
     assert.equal(responses[status].content['application/json'].schema.$ref, '#/components/schemas/ErrorBody', status);
   }
   assert.deepEqual(doc.paths['/token'].post.security, [{ issuer_secret: [] }, { app_jwt: [] }, {}]);
+  // Who may call what: agents only with their session token, never a server's secret.
+  const who = (path, method) => (doc.paths[path][method].security ?? []).map((s) => Object.keys(s)[0] ?? 'none');
+  assert.deepEqual(who('/api/voice-agent/tool-call', 'post'), ['session_token']);
+  assert.deepEqual(who('/api/voice-agent/tool-call/cancel', 'post'), ['session_token']);
+  assert.deepEqual(who('/api/voice-agent/keys/{apiKey}/mode', 'put'), ['session_token', 'worker_secret']);
+  assert.deepEqual(who('/api/voice-agent/keys/{apiKey}', 'delete'), ['worker_secret', 'operator_secret']);
+  assert.deepEqual(who('/api/voice-agent/sessions', 'post'), ['worker_secret', 'operator_secret', 'issuer_secret']);
+  assert.deepEqual(who('/api/voice-agent/session-keys', 'get'), []);
 
   // An answer the document describes: a refused tool call has the ErrorBody's shape.
   const refused = await relay.call({ apiKey: 'nope', toolName: 'OpenPopover' }, { secret: 'wrong-secret-0123456789' });

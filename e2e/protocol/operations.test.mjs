@@ -2,19 +2,34 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { startRelay, sleep, within, runRelay } from '../harness/index.mjs';
+import { sessionKeyEntry, startRelay, sleep, within, runRelay } from '../harness/index.mjs';
 
 test('a missing or weak secret is a clear start-up error (exit 64), never an insecure default', async () => {
   const none = await runRelay({ RELAY_ADDR: '127.0.0.1:0' });
   assert.equal(none.code, 64);
   assert.match(none.out, /LIVEKIT_API_KEY is required/);
   assert.match(none.out, /LIVEKIT_API_SECRET is required/);
-  assert.match(none.out, /RELAY_AGENT_SECRET is required/);
-  const weak = await runRelay({ LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_AGENT_SECRET: 'short1' });
+  assert.match(none.out, /RELAY_WORKER_SECRET is required/);
+  assert.match(none.out, /RELAY_SESSION_KEYS is required/);
+  const keys = sessionKeyEntry();
+  const weak = await runRelay({ LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_WORKER_SECRET: 'short1', RELAY_SESSION_KEYS: keys });
   assert.equal(weak.code, 64);
   assert.match(weak.out, /shorter than 16/);
   assert.doesNotMatch(weak.out, /short1/);
-  const base = { LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_AGENT_SECRET: 'long-enough-secret-123', RELAY_TOKEN_ISSUER_SECRET: 'another-long-secret-456' };
+  // The single agent secret of earlier versions is refused, naming what replaced it.
+  const old = await runRelay({ LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_AGENT_SECRET: 'old-agent-secret-0123456789' });
+  assert.equal(old.code, 64);
+  assert.match(old.out, /RELAY_AGENT_SECRET is no longer read/);
+  assert.doesNotMatch(old.out, /old-agent-secret-0123456789/);
+  // A signing key that is not one, without echoing it.
+  const badKeys = await runRelay({ LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_WORKER_SECRET: 'long-enough-secret-123', RELAY_SESSION_KEYS: 'k1:not-a-seed-value' });
+  assert.equal(badKeys.code, 64);
+  assert.match(badKeys.out, /RELAY_SESSION_KEYS key "k1" is not 32 bytes/);
+  assert.doesNotMatch(badKeys.out, /not-a-seed-value/);
+  const base = {
+    LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_WORKER_SECRET: 'long-enough-secret-123',
+    RELAY_SESSION_KEYS: keys, RELAY_TOKEN_ISSUER_SECRET: 'another-long-secret-456',
+  };
   const ok = await runRelay(base, ['check-config']);
   assert.equal(ok.code, 0);
   const badUrl = await runRelay({ ...base, RELAY_REDIS_URL: 'http://user:pw-in-url-1234@127.0.0.1:6379' }, ['check-config']);

@@ -52,7 +52,7 @@ after(async () => {
 });
 
 const fp = (key) => createHash('sha256').update(key).digest('hex').slice(0, 8);
-const sessions = async () => (await worker.fetch('/sessions', { headers: { authorization: `Bearer ${relay.agentSecret}` } })).body.sessions;
+const sessions = async () => (await worker.fetch('/sessions', { headers: { authorization: `Bearer ${relay.operatorSecret}` } })).body.sessions;
 
 test('after a restart with a new catalog, the tab binds again, keeps its worker session and is told the new mode', async () => {
   client = new VoiceRelayClient({ relayUrl: relay.url, transports: ['websocket'], participantName: 'Ada' });
@@ -92,7 +92,7 @@ test('after a restart with a new catalog, the tab binds again, keeps its worker 
   assert.equal(session.mode, 'drafting');
 
   // The agent reaches the tab through the restarted worker, with the new catalog's tool.
-  const headers = { authorization: `Bearer ${relay.agentSecret}`, 'x-voice-agent-key': token.apiKey, 'content-type': 'application/json' };
+  const headers = { authorization: `Bearer ${await relay.tokenFor(token.apiKey)}`, 'x-voice-agent-key': token.apiKey, 'content-type': 'application/json' };
   const offer = await worker.fetch('/agent/tools', { headers });
   assert.equal(offer.body.mode, 'drafting');
   assert.deepEqual(offer.body.tools.map((t) => t.name), ['CreateDiagram', 'enter_review']);

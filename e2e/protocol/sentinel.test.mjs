@@ -18,6 +18,8 @@ const nodes = [];
 const shared = {
   ...nodeSecrets(),
   RELAY_RECONNECT_GRACE_MS: '20000',
+  // The calls below come in bursts from one agent session, faster than a voice agent would.
+  RELAY_SESSION_RATE_PER_SEC: '100000',
 };
 
 before(async () => {

@@ -7,12 +7,15 @@ import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startRelay, runRelay as runRelayToExit } from '../harness/index.mjs';
+import { sessionKeyEntry, startRelay, runRelay as runRelayToExit } from '../harness/index.mjs';
 
 /** The relay run to its exit, on a free port unless `env` names one. */
 const runRelay = (env, args = []) => runRelayToExit({ RELAY_ADDR: '127.0.0.1:0', ...env }, args);
 
-const base = { LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_AGENT_SECRET: 'long-enough-agent-secret' };
+const base = {
+  LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'secret', RELAY_WORKER_SECRET: 'long-enough-worker-secret',
+  RELAY_SESSION_KEYS: sessionKeyEntry(),
+};
 
 test('the default mode is issuer: without RELAY_TOKEN_ISSUER_SECRET the relay refuses to start, and says what to set', async () => {
   for (const args of [[], ['check-config']]) {
@@ -39,7 +42,7 @@ test('check-config refuses inconsistent token settings with exit 64 and the reas
     const cases = [
       ['unknown mode', { ...base, RELAY_TOKEN_MODE: 'public' }, /RELAY_TOKEN_MODE "public" is not a mode/],
       ['short issuer secret', { ...base, RELAY_TOKEN_ISSUER_SECRET: 'short-secret' }, /RELAY_TOKEN_ISSUER_SECRET entry 1 is shorter than 16/],
-      ['issuer secret equal to the agent secret', { ...base, RELAY_TOKEN_ISSUER_SECRET: base.RELAY_AGENT_SECRET }, /must differ from every RELAY_AGENT_SECRET/],
+      ['issuer secret equal to the worker\'s', { ...base, RELAY_TOKEN_ISSUER_SECRET: base.RELAY_WORKER_SECRET }, /must differ from RELAY_WORKER_SECRET and RELAY_OPERATOR_SECRET/],
       ['app-jwt without a key', appJwt, /needs the key/],
       ['app-jwt without issuer and audience', { ...base, RELAY_TOKEN_MODE: 'app-jwt', RELAY_APP_JWT_PUBLIC_KEY_FILE: join(dir, 'public.pem') }, /RELAY_APP_JWT_ISSUER[\s\S]*RELAY_APP_JWT_AUDIENCE/],
       ['two key sources', { ...appJwt, RELAY_APP_JWT_SECRET: 'x'.repeat(40), RELAY_APP_JWT_PUBLIC_KEY_FILE: join(dir, 'public.pem') }, /only one/],

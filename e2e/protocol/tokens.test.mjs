@@ -26,7 +26,15 @@ const verify = (relay, token) => new TokenVerifier(LIVEKIT_KEY, relay.livekitSec
 
 test('POST /token answers in the documented shape (TokenResponse) and LiveKit\'s verifier accepts the token; the issuer names room and identity', async () => {
   const t = await issuer.token({ participantName: 'Ada', roomName: 'tarot-1', identity: 'user-1234' });
-  assert.deepEqual(Object.keys(t).sort(), ['apiKey', 'expiresAt', 'identity', 'roomName', 'token', 'url']);
+  assert.deepEqual(Object.keys(t).sort(), ['agentSessionId', 'agentToken', 'agentTokenExpiresAt', 'apiKey', 'expiresAt', 'identity', 'roomName', 'token', 'url']);
+  // The tab's own agent's session token: for this key, never outliving the tab's token.
+  const [, payload] = t.agentToken.split('.');
+  const agent = JSON.parse(Buffer.from(payload, 'base64url').toString());
+  assert.equal(agent.sid, t.agentSessionId);
+  assert.equal(agent.exp, t.agentTokenExpiresAt);
+  assert.ok(agent.exp <= t.expiresAt);
+  assert.equal(agent.room, 'tarot-1');
+  assert.equal(agent.identity, 'user-1234');
   assert.match(t.apiKey, /^va_[0-9a-f]{64}$/);
   assert.equal(t.roomName, 'tarot-1');
   assert.equal(t.identity, 'user-1234');
@@ -53,7 +61,7 @@ test('POST /token answers in the documented shape (TokenResponse) and LiveKit\'s
 });
 
 test('issuer mode: a missing or wrong issuer secret gets 401 with the error body; every secret of the list works', async () => {
-  for (const [what, bearer] of [['no credential', null], ['wrong secret', issuerSecret()], ['the agent secret', issuer.agentSecret]]) {
+  for (const [what, bearer] of [['no credential', null], ['wrong secret', issuerSecret()], ['the worker\'s secret', issuer.workerSecret], ['the operators\' secret', issuer.operatorSecret]]) {
     const r = await issuer.requestToken({ roomName: 'tarot-1' }, { bearer });
     assert.equal(r.status, 401, what);
     assert.deepEqual(Object.keys(r.body).sort(), ['error', 'ok'], what);

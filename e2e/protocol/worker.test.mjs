@@ -9,7 +9,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WebhookEvent } from 'livekit-server-sdk';
-import { startRelay, startWorker, runWorker, sleep, eventually, participantEvent, sendWebhook } from '../harness/index.mjs';
+import { startRelay, startWorker, runWorker, sleep, eventually, participantEvent, sendWebhook, sendVapi, vapiCall } from '../harness/index.mjs';
 
 const VAPI_SECRET = 'vapi-shared-secret-0123456789';
 let relay;
@@ -72,18 +72,23 @@ test('call: schema violations never reach the relay; failures are typed, exit no
   const offline = await runWorker(relay, ['call', apiKey, 'OpenPopover', '{}', '--timeout-ms', '200']);
   assert.equal(offline.code, 1);
   assert.equal(offline.json.error.code, 'tab_offline');
-  const wrongSecret = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_AGENT_SECRET: 'not-the-agent-secret-000' });
+  // The operators' credential mints a token for the key; a wrong one mints nothing.
+  const wrongSecret = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_OPERATOR_SECRET: 'not-the-operator-secret-000' });
   assert.equal(wrongSecret.json.error.code, 'unauthorized');
-  const noSecret = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_AGENT_SECRET: '' });
+  const noSecret = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_OPERATOR_SECRET: '' });
   assert.equal(noSecret.code, 64);
-  assert.match(noSecret.stderr, /RELAY_AGENT_SECRET is required/);
+  assert.match(noSecret.stderr, /VOICE_AGENT_TOKEN or --token\) or the operators' credential/);
+  // A session token given as it is: for this key it works, for another it is forbidden.
+  const other = await relay.token();
+  const foreign = await runWorker(relay, ['call', apiKey, 'OpenPopover'], { RELAY_OPERATOR_SECRET: '', VOICE_AGENT_TOKEN: other.agentToken });
+  assert.equal(foreign.json.error.code, 'forbidden');
 });
 
 const signedWebhook = (event, { secret = relay.livekitSecret, tamper = false } = {}) =>
   sendWebhook(worker, event, { secret, relay, tamper });
 
 async function sessions() {
-  const r = await worker.fetch('/sessions', { headers: { authorization: `Bearer ${relay.agentSecret}` } });
+  const r = await worker.fetch('/sessions', { headers: { authorization: `Bearer ${relay.operatorSecret}` } });
   assert.equal(r.status, 200);
   return r.body.sessions;
 }
@@ -114,8 +119,12 @@ test('LiveKit webhooks: a signed participant_joined opens a session; a tampered 
   assert.equal((await signedWebhook(participantEvent('participant_left', { room: roomName, identity, apiKey }), { tamper: true })).status, 401);
   assert.equal((await relay.keyState(apiKey)).body.state, 'online');
 
+  // An agent's session token minted while the key lived reaches nothing once it is revoked, and
+  // no new one is minted for it.
+  await relay.tokenFor(apiKey);
   assert.equal((await signedWebhook(participantEvent('participant_left', { room: roomName, identity, apiKey }))).status, 200);
   assert.deepEqual((await tab.next('voice-agent:revoked'))[0], { reason: 'revoked' });
+  assert.equal((await relay.requestSession(apiKey)).status, 404);
   const after = await relay.call({ apiKey, toolName: 'OpenPopover' });
   assert.equal(after.status, 404);
   assert.equal(after.body.error.code, 'unknown_key');
@@ -137,15 +146,22 @@ test('LiveKit webhooks: room_finished closes the room\'s sessions and revokes th
   assert.equal((await relay.keyState(b.apiKey)).status, 404);
 });
 
-function vapi(body, headers = { 'x-vapi-secret': VAPI_SECRET }) {
-  return worker.fetch('/vapi/webhook', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+/** `body` as Vapi sends it, signed with the worker's VAPI_SECRET (or `secret`). */
+function vapi(body, { secret = VAPI_SECRET } = {}) {
+  return sendVapi(worker, body, { secret });
 }
 
-test('Vapi tool-calls: two calls, both results in order, single-line strings; errors as strings; wrong secret 401', async () => {
+/** A Vapi call object for `apiKey`, with a session token for it as the call's variable. */
+async function vapiCallFor(apiKey, id = undefined) {
+  return vapiCall(id, apiKey, await relay.tokenFor(apiKey));
+}
+
+test('Vapi tool-calls: two calls, both results in order, single-line strings; errors as strings; a wrong signature 401', async () => {
   const { tab, apiKey } = await cardTab();
+  const call = await vapiCallFor(apiKey, 'call_xyz');
   const message = {
     type: 'tool-calls',
-    call: { id: 'call_xyz', metadata: { apiKey } },
+    call,
     toolCallList: [
       { id: 'tc_1', type: 'function', function: { name: 'draw_card', arguments: { positionLabel: 'Future', promptRole: 'where it goes' } } },
       { id: 'tc_2', type: 'function', function: { name: 'present_to_cassette', arguments: JSON.stringify({ title: 'Code', content: 'line one\nline two' }) } },
@@ -165,7 +181,7 @@ test('Vapi tool-calls: two calls, both results in order, single-line strings; er
   // The toolCalls / parameters variant, unknown tools and invalid arguments: error strings, 200.
   const mixed = await vapi({ message: {
     type: 'tool-calls',
-    call: { metadata: { apiKey } },
+    call,
     toolCalls: [
       { id: 'u1', function: { name: 'no_such_tool', parameters: {} } },
       { id: 'u2', function: { name: 'show_card', parameters: { cardId: 'the-fool' } } },
@@ -180,12 +196,16 @@ test('Vapi tool-calls: two calls, both results in order, single-line strings; er
   assert.deepEqual(JSON.parse(u3.result), { success: true, cardId: 'the-fool', reversed: true });
   assert.equal(tab.received('voice-agent:show_card').length, 1, 'only the valid show_card reached the tab');
 
-  const noKey = await vapi({ message: { type: 'tool-calls', call: { metadata: {} }, toolCallList: [{ id: 'k', function: { name: 'OpenPopover', arguments: {} } }] } });
-  assert.match(noKey.body.results[0].error, /^unknown_key: /);
+  // Without the call's session token nothing is sent.
+  const noToken = await vapi({ message: { type: 'tool-calls', call: vapiCall('k', apiKey), toolCallList: [{ id: 'k', function: { name: 'OpenPopover', arguments: {} } }] } });
+  assert.match(noToken.body.results[0].error, /^unauthorized: /);
 
-  assert.equal((await vapi({ message }, { 'x-vapi-secret': 'wrong-wrong-wrong-wrong' })).status, 401);
-  assert.equal((await vapi({ message }, {})).status, 401);
-  assert.equal((await vapi({ message }, { authorization: `Bearer ${VAPI_SECRET}` })).status, 200);
+  // Signed with another secret, or only carrying the shared secret as earlier versions took it.
+  assert.equal((await vapi({ message }, { secret: 'wrong-wrong-wrong-wrong' })).status, 401);
+  const plain = { 'content-type': 'application/json' };
+  assert.equal((await worker.fetch('/vapi/webhook', { method: 'POST', headers: { ...plain, 'x-vapi-secret': VAPI_SECRET }, body: JSON.stringify({ message }) })).status, 401);
+  assert.equal((await worker.fetch('/vapi/webhook', { method: 'POST', headers: { ...plain, authorization: `Bearer ${VAPI_SECRET}` }, body: JSON.stringify({ message }) })).status, 401);
+  assert.equal(tab.received('voice-agent:OpenPopover').length, 0);
   const other = await vapi({ message: { type: 'status-update', status: 'in-progress' } });
   assert.equal(other.status, 200);
   // The session log counted the calls; end-of-call-report closes it.
@@ -193,7 +213,7 @@ test('Vapi tool-calls: two calls, both results in order, single-line strings; er
   const s = (await sessions()).find((x) => x.key === fp);
   assert.equal(s.source, 'vapi');
   assert.ok(s.tools.draw_card.calls >= 1);
-  await vapi({ message: { type: 'end-of-call-report', call: { metadata: { apiKey } } } });
+  await vapi({ message: { type: 'end-of-call-report', call } });
   assert.equal((await sessions()).find((x) => x.key === fp), undefined);
   tab.close();
 });
@@ -203,7 +223,7 @@ test('an answer without the shape of the tool\'s outputSchema fails on every sur
   // show_card promises {success, cardId, reversed}; this tab answers with less.
   tab.socket.on('voice-agent:show_card', (p, meta, ack) => ack({ ok: true, result: { success: true } }));
   const args = { cardId: 'the-fool', reversed: false };
-  const headers = { authorization: `Bearer ${relay.agentSecret}`, 'x-voice-agent-key': apiKey, 'content-type': 'application/json' };
+  const headers = { authorization: `Bearer ${await relay.tokenFor(apiKey)}`, 'x-voice-agent-key': apiKey, 'content-type': 'application/json' };
   // The agent API: a session in its reading mode (show_card's), as an agent moves there.
   for (const move of ['enter_spread', 'enter_reading']) {
     const moved = await worker.fetch(`/agent/tools/${move}`, { method: 'POST', headers, body: '{}' });
@@ -222,7 +242,7 @@ test('an answer without the shape of the tool\'s outputSchema fails on every sur
 
   const viaVapi = await vapi({ message: {
     type: 'tool-calls',
-    call: { metadata: { apiKey } },
+    call: await vapiCallFor(apiKey),
     toolCallList: [{ id: 'shape-1', function: { name: 'show_card', arguments: args } }],
   } });
   assert.match(viaVapi.body.results[0].error, /^bad_response: /);
@@ -240,9 +260,10 @@ test('an answer without the shape of the tool\'s outputSchema fails on every sur
 
 test('Vapi: the exported mode moves change the session\'s mode', async () => {
   const { tab, apiKey } = await cardTab();
+  const vapiCallOf = await vapiCallFor(apiKey, 'call_modes');
   const call = (name) => vapi({ message: {
     type: 'tool-calls',
-    call: { id: 'call_modes', metadata: { apiKey } },
+    call: vapiCallOf,
     toolCallList: [{ id: `m-${name}`, function: { name, arguments: {} } }],
   } });
   const entered = await call('enter_spread');
@@ -252,7 +273,7 @@ test('Vapi: the exported mode moves change the session\'s mode', async () => {
   assert.equal((await sessions()).find((x) => x.key === fp).mode, 'spread');
   const wrong = await call('enter_followup');
   assert.match(wrong.body.results[0].error, /^tool_not_allowed: /);
-  await vapi({ message: { type: 'end-of-call-report', call: { metadata: { apiKey } } } });
+  await vapi({ message: { type: 'end-of-call-report', call: vapiCallOf } });
   tab.close();
 });
 
@@ -283,6 +304,7 @@ test('catalog export: the mode moves are there, and a format that calls the work
   assert.deepEqual(tools.map((t) => t.name), ['show_card', 'enter_followup']);
   assert.equal(tools[1].api_schema.url, 'https://worker.example.com/agent/tools/enter_followup');
   assert.equal(tools[1].api_schema.request_headers['X-Voice-Agent-Key'], '{{apiKey}}');
+  assert.equal(tools[1].api_schema.request_headers.Authorization, '{{secret__agentAuthorization}}');
 });
 
 test('demo: the scripted walk-through completes against a live tab', async () => {

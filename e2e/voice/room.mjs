@@ -26,6 +26,8 @@ import {
 import { CHROMIUM, pageWithoutMicrophoneApi, shot } from '../browser/browser.mjs';
 
 const NODE_IP = '10.213.0.1';
+/** The name the agent registers under and the worker dispatches for each user. */
+const AGENT_NAME = 'voice-relay-test-agent';
 const LIVEKIT_PORT = 7880;
 const python = process.env.VA_PYTHON ?? join(toolsDir, 'venv/bin/python');
 const fp = (key) => createHash('sha256').update(key).digest('hex').slice(0, 8);
@@ -91,7 +93,7 @@ export function voiceRoom(kind) {
   }
 
   async function workerSessions() {
-    const r = await worker.fetch('/sessions', { headers: { authorization: `Bearer ${relay.agentSecret}` } });
+    const r = await worker.fetch('/sessions', { headers: { authorization: `Bearer ${relay.operatorSecret}` } });
     assert.equal(r.status, 200);
     return r.body.sessions;
   }
@@ -104,6 +106,8 @@ export function voiceRoom(kind) {
       LIVEKIT_URL: `ws://127.0.0.1:${LIVEKIT_PORT}`,
       WORKER_ROOM_SYNC_SECS: '1',
       WORKER_STATE_FILE: join(dir, 'worker-sessions.json'),
+      // Each user who joins gets the agent dispatched for them, with their session token.
+      WORKER_AGENT_NAME: AGENT_NAME,
       ...extra,
     });
   }
@@ -135,7 +139,9 @@ export function voiceRoom(kind) {
       logPath: join(logDir, `${spec.prefix}-livekit.log`),
     });
 
-    // The reference agent with the scripted LLM (the one fake), registered with LiveKit.
+    // The reference agent with the scripted LLM (the one fake), registered with LiveKit by name.
+    // It holds no secret of the relay's: each job's dispatch gives it its user and a session
+    // token for that user's key alone.
     const [agentCmd, agentArgs, agentEnv] = spec.command();
     agent = launch('agent', agentCmd, agentArgs, {
       PATH: process.env.PATH,
@@ -144,7 +150,7 @@ export function voiceRoom(kind) {
       LIVEKIT_API_KEY: LIVEKIT_KEY,
       LIVEKIT_API_SECRET: livekitSecret,
       WORKER_URL: worker.url,
-      RELAY_AGENT_SECRET: relay.agentSecret,
+      AGENT_NAME,
       ...(process.env.PYTHONPATH ? { PYTHONPATH: process.env.PYTHONPATH } : {}),
       ...agentEnv,
     }, (line) => {
@@ -214,9 +220,11 @@ export function voiceRoom(kind) {
     await shot(page, `${spec.prefix}-01-joined`);
   });
 
-  test(`the agent joins, reads the key from the user's metadata, and its OpenPopover reaches the page${spec.label}`, async () => {
+  test(`the agent is dispatched for this user with their token, and its OpenPopover reaches the page${spec.label}`, async () => {
     const keyEvent = await agentEvent((e) => e.event === 'key', 60000, 'the key it read');
-    assert.equal(keyEvent.fp, fp(apiKey), 'the agent read the user participant\'s key');
+    assert.equal(keyEvent.fp, fp(apiKey), 'the agent serves the user it was dispatched for');
+    const log = execFileSync('cat', [worker.logPath]).toString();
+    assert.match(log, /agent dispatched for the user/, 'the worker dispatched it');
     await page.waitForSelector('#participants li[data-agent="true"]', { timeout: 20000 });
     await page.waitForSelector('#popover:not([hidden])', { timeout: 30000 });
     const shownAt = await page.evaluate(() => window.popoverShownAt);
@@ -423,14 +431,25 @@ export function voiceRoom(kind) {
     assert.ok((await workerSessions()).find((s) => s.key === fp(apiKey)));
   });
 
-  test(`closing the tab: LiveKit says participant_left, the worker revokes the key, the relay answers unknown_key${spec.label}`, async () => {
+  test(`closing the tab: LiveKit says participant_left, the worker revokes the key, the agent's token dies with it${spec.label}`, async () => {
+    // A session token of this user's key, as the agent's was minted: it works until they leave.
+    const agentToken = await relay.tokenFor(apiKey);
+    const asAgent = () => worker.fetch('/agent/tools/OpenPopover', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${agentToken}`, 'x-voice-agent-key': apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify({ message: 'still there?' }),
+    });
+    assert.equal((await asAgent()).body.ok, true);
     const closed = Date.now();
     await page.close({ runBeforeUnload: true });
     await waitFor('the key to be revoked', 45000, async () => (await relay.keyState(apiKey)).status === 404, 250);
     timings.leaveToRevokedMs = Date.now() - closed;
-    const r = await relay.call({ apiKey, toolName: 'OpenPopover', params: {} });
+    const r = await relay.call({ apiKey, toolName: 'OpenPopover', params: {} }, { token: agentToken });
     assert.equal(r.status, 404);
     assert.equal(r.body.error.code, 'unknown_key');
+    const viaWorker = await asAgent();
+    assert.equal(viaWorker.body.ok, false);
+    assert.equal(viaWorker.body.error.code, 'unknown_key');
     assert.equal((await workerSessions()).find((s) => s.key === fp(apiKey)), undefined);
     const log = execFileSync('cat', [worker.logPath]).toString();
     assert.match(log, /session closed.*participant_(left|connection_aborted)|participant_(left|connection_aborted).*session closed/, 'the webhook closed the session');

@@ -3,12 +3,14 @@ black-box tests (MCP, catalogs, the agent HTTP API) written with the Python agen
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import secrets
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -53,9 +55,45 @@ class Stack:
 
     relay: Server
     worker: Server
-    agent_secret: str
+    worker_secret: str
+    operator_secret: str
     livekit_secret: str
     secrets_seen: set[str] = field(default_factory=set)
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    def mint(self, key: str, **extra: object) -> tuple[int, dict[str, object]]:
+        """``POST /api/voice-agent/sessions`` for ``key`` with the worker's credential."""
+        request = urllib.request.Request(
+            self.relay.url + "/api/voice-agent/sessions",
+            data=json.dumps({"apiKey": key, **extra}).encode(),
+            method="POST",
+        )
+        request.add_header("Content-Type", "application/json")
+        request.add_header("Authorization", f"Bearer {self.worker_secret}")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                body: dict[str, object] = json.load(response)
+                status: int = response.status
+        except urllib.error.HTTPError as e:
+            return e.code, json.load(e)
+        token = body.get("token")
+        if isinstance(token, str):
+            self.secrets_seen.add(token)
+        return status, body
+
+    def token_for(self, key: str) -> str:
+        """A session token for ``key`` alone (what an agent holds), minted once."""
+        if key not in self.tokens:
+            status, body = self.mint(key)
+            assert status == 200, body
+            token = body["token"]
+            assert isinstance(token, str)
+            self.tokens[key] = token
+        return self.tokens[key]
+
+    def agent(self, key: str) -> tuple[str, str]:
+        """What an agent of ``key`` presents: its session token and the key."""
+        return self.token_for(key), key
 
     def issue_key(self) -> str:
         """A key the relay issued (``POST /token``) whose tab never connects."""
@@ -105,7 +143,8 @@ class WorkerFactory:
             "RUST_LOG": "debug",
             "LIVEKIT_API_KEY": "devkey",
             "LIVEKIT_API_SECRET": self.stack.livekit_secret,
-            "RELAY_AGENT_SECRET": self.stack.agent_secret,
+            "RELAY_WORKER_SECRET": self.stack.worker_secret,
+            "RELAY_OPERATOR_SECRET": self.stack.operator_secret,
             "WORKER_ADDR": "127.0.0.1:0",
             "RELAY_URL": self.stack.relay.url,
         }
@@ -156,14 +195,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         pytest.fail(f"build the binaries first (cargo build --bins): {RELAY_BIN}, {WORKER_BIN}")
     logs = Path(os.environ.get("TEST_LOG_DIR") or tmp_path_factory.mktemp("logs"))
     logs.mkdir(parents=True, exist_ok=True)
-    agent_secret = "as-" + secrets.token_hex(24)
+    worker_secret = "ws-" + secrets.token_hex(24)
+    operator_secret = "os-" + secrets.token_hex(24)
     livekit_secret = "lk-" + secrets.token_hex(24)
+    seed = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
     base = {
         "PATH": os.environ.get("PATH", ""),
         "RUST_LOG": "debug",
         "LIVEKIT_API_KEY": "devkey",
         "LIVEKIT_API_SECRET": livekit_secret,
-        "RELAY_AGENT_SECRET": agent_secret,
+        "RELAY_WORKER_SECRET": worker_secret,
+        "RELAY_OPERATOR_SECRET": operator_secret,
     }
     pid = os.getpid()
     relay = launch(
@@ -172,6 +214,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         {
             **base,
             "RELAY_ADDR": "127.0.0.1:0",
+            "RELAY_SESSION_KEYS": f"k1:{seed}",
             "LIVEKIT_URL": "ws://127.0.0.1:7880",
             "RELAY_DEFAULT_TIMEOUT_MS": str(RELAY_DEFAULT_TIMEOUT_MS),
             # Tabs here take their tokens without a credential (the demo's mode).
@@ -189,7 +232,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     except BaseException:
         relay.stop()
         raise
-    stack = Stack(relay, worker, agent_secret, livekit_secret, {agent_secret, livekit_secret})
+    stack = Stack(
+        relay,
+        worker,
+        worker_secret,
+        operator_secret,
+        livekit_secret,
+        {worker_secret, operator_secret, livekit_secret, seed},
+    )
     try:
         yield stack
     finally:

@@ -17,7 +17,7 @@ Run (headless, non-interactive; ``dev`` mode disables LiveKit's CPU load limit, 
 small test machine could otherwise mark the worker unavailable)::
 
     LIVEKIT_URL=ws://127.0.0.1:7880 LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=secret \\
-    WORKER_URL=http://127.0.0.1:3002 RELAY_AGENT_SECRET=... \\
+    WORKER_URL=http://127.0.0.1:3002 AGENT_NAME=... \\
     python tests/scripted_agent.py dev
 
 Jobs run in a thread of this process (one process, no idle job processes to start). Stdout

@@ -141,7 +141,7 @@ class Notifications:
 async def test_the_offer_follows_the_mode_and_what_the_tab_handles(
     stack: Stack, app_worker: Server, tab: Tab
 ) -> None:
-    async with mcp_client(app_worker.url + "/mcp", stack.agent_secret, tab.api_key) as client:
+    async with mcp_client(app_worker.url + "/mcp", *stack.agent(tab.api_key)) as client:
         # A tab that never declared counts as handling every tool.
         assert names(await client.list_tools()) == [
             "CreateDiagram",
@@ -170,7 +170,7 @@ async def test_a_handler_added_or_removed_reaches_the_mcp_session(
 ) -> None:
     seen = Notifications()
     url = app_worker.url + "/mcp"
-    async with mcp_client(url, stack.agent_secret, tab.api_key, message_handler=seen) as client:
+    async with mcp_client(url, *stack.agent(tab.api_key), message_handler=seen) as client:
         await tab.declare(["ShowHelp"])
         # The first list makes the MCP session follow the key's session.
         assert names(await client.list_tools()) == ["ShowHelp", "enter_review", "enter_help"]
@@ -186,7 +186,7 @@ async def test_a_handler_added_or_removed_reaches_the_mcp_session(
 async def test_a_call_reaches_the_tab_with_the_catalogs_schema_enforced(
     stack: Stack, app_worker: Server, tab: Tab
 ) -> None:
-    async with mcp_client(app_worker.url + "/mcp", stack.agent_secret, tab.api_key) as client:
+    async with mcp_client(app_worker.url + "/mcp", *stack.agent(tab.api_key)) as client:
         bad = await client.call_tool("CreateDiagram", {"title": "Flow", "kind": "pie"})
         assert bad.is_error
         text = "".join(getattr(p, "text", "") for p in bad.content)
@@ -219,7 +219,7 @@ async def test_an_answer_without_the_declared_shape_is_an_error_and_logged_as_on
     }
     path = write_catalog(tmp_path / "badge-catalog.json", diagram_catalog(badge))
     worker = workers.start({"WORKER_CATALOG": str(path)})
-    async with mcp_client(worker.url + "/mcp", stack.agent_secret, tab.api_key) as client:
+    async with mcp_client(worker.url + "/mcp", stack.token_for(tab.api_key), tab.api_key) as client:
         result = await client.call_tool("ShowBadge", {})
         assert result.is_error
         text = "".join(getattr(p, "text", "") for p in result.content)
@@ -246,7 +246,7 @@ async def test_an_answer_without_the_declared_shape_is_an_error_and_logged_as_on
 async def test_mode_moves_with_a_nested_mode_and_the_way_back(
     stack: Stack, app_worker: Server, tab: Tab
 ) -> None:
-    async with mcp_client(app_worker.url + "/mcp", stack.agent_secret, tab.api_key) as client:
+    async with mcp_client(app_worker.url + "/mcp", *stack.agent(tab.api_key)) as client:
 
         async def move(tool: str, mode: str) -> None:
             result = await client.call_tool(tool, {})
@@ -280,7 +280,7 @@ async def test_a_reload_on_sighup_under_a_live_mcp_session(
     worker = workers.start({"WORKER_CATALOG": str(catalog_file)})
     seen = Notifications()
     url = worker.url + "/mcp"
-    async with mcp_client(url, stack.agent_secret, tab.api_key, message_handler=seen) as client:
+    async with mcp_client(url, *stack.agent(tab.api_key), message_handler=seen) as client:
         await client.call_tool("enter_review", {})
         before = names(await client.list_tools())
         export = {
@@ -336,7 +336,7 @@ async def test_page_tools_only_when_allowed_and_never_over_a_catalog_tool(
     }
     ack = await tab.declare(["CreateDiagram", "set_zoom"], [set_zoom, shadow])
     assert ack["ok"] is True, ack
-    async with mcp_client(worker.url + "/mcp", stack.agent_secret, tab.api_key) as client:
+    async with mcp_client(worker.url + "/mcp", *stack.agent(tab.api_key)) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
         assert listed["CreateDiagram"].description == "Create a new diagram in the editor."
         if not page_tools:
@@ -367,7 +367,7 @@ async def test_a_livekit_agents_session_runs_a_catalog_tool_and_follows_the_tab(
         ToolStep("SaveDiagram", {}),
         TextStep(lambda _ctx: "Saved."),
     ]
-    async with c.WorkerClient(app_worker.url, stack.agent_secret, tab.api_key) as wc:
+    async with c.WorkerClient(app_worker.url, *stack.agent(tab.api_key)) as wc:
         ui = UiTools(wc, on_tool=outcomes.append)
         offer = await ui.refresh()
         assert ui.toolset.names() == ["SaveDiagram", "enter_review", "enter_help"]
@@ -498,7 +498,7 @@ def test_a_broken_catalog_is_refused_with_its_place(
     # The server refuses to start on it, with the same words.
     serve_env = {
         **env,
-        "RELAY_AGENT_SECRET": stack.agent_secret,
+        "RELAY_WORKER_SECRET": stack.worker_secret,
         "LIVEKIT_API_KEY": "devkey",
         "LIVEKIT_API_SECRET": stack.livekit_secret,
         "WORKER_ADDR": "127.0.0.1:0",

@@ -75,7 +75,7 @@ def text_of(result: types.CallToolResult) -> str:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_tools_follow_the_sessions_mode(stack: Stack, tab: Tab, mode: str) -> None:
-    async with mcp_client(mcp_url(stack), stack.agent_secret, tab.api_key, mode=mode) as client:
+    async with mcp_client(mcp_url(stack), *stack.agent(tab.api_key), mode=mode) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
         assert list(listed) == DEFAULT_TOOLS
         assert listed["OpenPopover"].input_schema["properties"]["message"]["maxLength"] == 280
@@ -99,7 +99,7 @@ async def test_tools_follow_the_sessions_mode(stack: Stack, tab: Tab, mode: str)
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_open_popover_reaches_the_tab(stack: Stack, tab: Tab, mode: str) -> None:
-    async with mcp_client(mcp_url(stack), stack.agent_secret, tab.api_key, mode=mode) as client:
+    async with mcp_client(mcp_url(stack), *stack.agent(tab.api_key), mode=mode) as client:
         result = await client.call_tool("OpenPopover", {"message": "Hello from MCP"})
         assert not result.is_error
         assert json.loads(text_of(result)) == {"success": True}
@@ -112,7 +112,7 @@ async def test_open_popover_reaches_the_tab(stack: Stack, tab: Tab, mode: str) -
 async def test_draw_card_waits_for_the_tab_and_returns_structured_content(
     stack: Stack, tab: Tab, mode: str
 ) -> None:
-    async with mcp_client(mcp_url(stack), stack.agent_secret, tab.api_key, mode=mode) as client:
+    async with mcp_client(mcp_url(stack), *stack.agent(tab.api_key), mode=mode) as client:
         await client.list_tools()
         await client.call_tool("enter_spread", {})
         await client.list_tools()
@@ -131,7 +131,7 @@ async def test_draw_card_waits_for_the_tab_and_returns_structured_content(
 async def test_invalid_arguments_are_an_error_result_and_nothing_reaches_the_tab(
     stack: Stack, tab: Tab
 ) -> None:
-    async with mcp_client(mcp_url(stack), stack.agent_secret, tab.api_key) as client:
+    async with mcp_client(mcp_url(stack), *stack.agent(tab.api_key)) as client:
         bad = await client.call_tool("OpenPopover", {"message": 5, "extra": True})
         assert bad.is_error
         text = text_of(bad)
@@ -153,7 +153,7 @@ async def test_invalid_arguments_are_an_error_result_and_nothing_reaches_the_tab
 async def test_relay_failures_are_error_results_a_model_can_say(stack: Stack) -> None:
     # A key the relay issued whose tab never connects: tab_offline after the relay's timeout.
     key = stack.issue_key()
-    async with mcp_client(mcp_url(stack), stack.agent_secret, key) as client:
+    async with mcp_client(mcp_url(stack), stack.token_for(key), key) as client:
         result = await client.call_tool("OpenPopover", {"message": "nobody there"})
         assert result.is_error
         assert text_of(result).startswith("The user's screen is not connected right now")
@@ -162,7 +162,7 @@ async def test_relay_failures_are_error_results_a_model_can_say(stack: Stack) ->
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_an_unknown_tool_is_invalid_params(stack: Stack, tab: Tab, mode: str) -> None:
-    async with mcp_client(mcp_url(stack), stack.agent_secret, tab.api_key, mode=mode) as client:
+    async with mcp_client(mcp_url(stack), *stack.agent(tab.api_key), mode=mode) as client:
         await client.list_tools()
         for name in ("no_such_tool", "enter_nowhere"):
             with pytest.raises(MCPError) as raised:
@@ -171,8 +171,10 @@ async def test_an_unknown_tool_is_invalid_params(stack: Stack, tab: Tab, mode: s
             assert name in raised.value.error.message
 
 
-@pytest.mark.parametrize("auth", [None, "Bearer not-the-agent-secret-at-all", "Basic Zm9vOmJhcg=="])
-async def test_a_missing_or_wrong_secret_is_401_even_for_initialize(
+@pytest.mark.parametrize(
+    "auth", [None, "Bearer not-a-session-token-at-all", "Bearer x.y.z", "Basic Zm9vOmJhcg=="]
+)
+async def test_a_missing_or_wrong_token_is_401_even_for_initialize(
     stack: Stack, tab: Tab, auth: str | None
 ) -> None:
     h = {**ACCEPT, "X-Voice-Agent-Key": tab.api_key}
@@ -186,23 +188,23 @@ async def test_a_missing_or_wrong_secret_is_401_even_for_initialize(
             assert response.headers["www-authenticate"] == "Bearer"
             body = response.json()
             assert body["error"]["code"] == -32600
-            assert "agent secret" in body["error"]["message"]
+            assert "session token" in body["error"]["message"]
             if method == "POST":
                 assert body["id"] == 7
     with pytest.raises(BaseException) as raised:
-        async with mcp_client(mcp_url(stack), auth and "not-the-agent-secret-at-all", tab.api_key):
+        async with mcp_client(mcp_url(stack), auth and "not-a-session-token-at-all", tab.api_key):
             pass
-    assert "agent secret" in raised_mcp_error(raised.value).error.message
+    assert "session token" in raised_mcp_error(raised.value).error.message
 
 
 @pytest.mark.parametrize(
     "key",
-    [None, "", "va_short", "VA_" + "a" * 64, "va_" + "A" * 64, "sk_" + "0" * 64],
+    ["va_short", "VA_" + "a" * 64, "va_" + "A" * 64, "sk_" + "0" * 64],
 )
-async def test_a_missing_or_malformed_key_header_is_a_clear_400(
-    stack: Stack, key: str | None
-) -> None:
-    h = {**ACCEPT, **headers(stack.agent_secret, key)}
+async def test_a_malformed_key_header_is_a_clear_400(stack: Stack, key: str) -> None:
+    # A good token (for a key the worker follows no session of), a malformed header.
+    token = stack.token_for(stack.issue_key())
+    h = {**ACCEPT, **headers(token, key)}
     async with httpx2.AsyncClient(timeout=10) as http:
         response = await http.post(mcp_url(stack), headers=h, json=INITIALIZE)
     assert response.status_code == 400
@@ -211,13 +213,27 @@ async def test_a_missing_or_malformed_key_header_is_a_clear_400(
     assert body["error"]["code"] == -32600
     assert "X-Voice-Agent-Key" in body["error"]["message"]
     with pytest.raises(BaseException) as raised:
-        async with mcp_client(mcp_url(stack), stack.agent_secret, key):
+        async with mcp_client(mcp_url(stack), token, key):
             pass
     assert "X-Voice-Agent-Key" in raised_mcp_error(raised.value).error.message
 
 
+@pytest.mark.parametrize("key", [None, ""])
+async def test_without_the_key_header_a_key_the_worker_follows_no_session_of_is_unknown(
+    stack: Stack, key: str | None
+) -> None:
+    # The token names its key by digest only; the worker learns the key from a session it
+    # follows (LiveKit's webhook, an earlier request), and this key has none.
+    token = stack.token_for(stack.issue_key())
+    h = {**ACCEPT, **headers(token, key)}
+    async with httpx2.AsyncClient(timeout=10) as http:
+        response = await http.post(mcp_url(stack), headers=h, json=INITIALIZE)
+    assert response.status_code == 404
+    assert "X-Voice-Agent-Key" in response.json()["error"]["message"]
+
+
 async def test_host_and_origin_are_checked(stack: Stack, tab: Tab) -> None:
-    h = {**ACCEPT, **headers(stack.agent_secret, tab.api_key)}
+    h = {**ACCEPT, **headers(*stack.agent(tab.api_key))}
     async with httpx2.AsyncClient(timeout=10) as http:
         foreign_host = await http.post(
             mcp_url(stack), headers={**h, "Host": "evil.example"}, json=INITIALIZE
@@ -233,7 +249,7 @@ async def test_host_and_origin_are_checked(stack: Stack, tab: Tab) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_cancelled_call_is_cancelled_at_the_tab(stack: Stack, tab: Tab, mode: str) -> None:
-    async with mcp_client(mcp_url(stack), stack.agent_secret, tab.api_key, mode=mode) as client:
+    async with mcp_client(mcp_url(stack), *stack.agent(tab.api_key), mode=mode) as client:
         await client.list_tools()
         await client.call_tool("enter_spread", {})
         await client.list_tools()
@@ -254,7 +270,7 @@ async def test_a_cancelled_call_is_cancelled_at_the_tab(stack: Stack, tab: Tab, 
 
 async def sessions(stack: Stack) -> list[dict[str, Any]]:
     request = urllib.request.Request(stack.worker.url + "/sessions")
-    request.add_header("Authorization", f"Bearer {stack.agent_secret}")
+    request.add_header("Authorization", f"Bearer {stack.operator_secret}")
 
     def get() -> list[dict[str, Any]]:
         with urllib.request.urlopen(request, timeout=10) as response:
@@ -279,7 +295,7 @@ async def test_a_mode_change_is_announced_to_a_session(stack: Stack, tab: Tab) -
             changed.set()
 
     async with mcp_client(
-        mcp_url(stack), stack.agent_secret, tab.api_key, message_handler=on_message
+        mcp_url(stack), *stack.agent(tab.api_key), message_handler=on_message
     ) as client:
         assert [t.name for t in (await client.list_tools()).tools] == DEFAULT_TOOLS
         assert await followers(stack, tab.api_key) >= 1
@@ -288,7 +304,7 @@ async def test_a_mode_change_is_announced_to_a_session(stack: Stack, tab: Tab) -
         assert [t.name for t in (await client.list_tools()).tools] == ["draw_card", "enter_reading"]
         # A mode change made elsewhere (another client of the same key) is announced too.
         changed.clear()
-        async with mcp_client(mcp_url(stack), stack.agent_secret, tab.api_key) as other:
+        async with mcp_client(mcp_url(stack), *stack.agent(tab.api_key)) as other:
             await other.call_tool("enter_reading", {})
         await asyncio.wait_for(changed.wait(), 10)
         assert [t.name for t in (await client.list_tools()).tools] == [
@@ -306,9 +322,7 @@ async def test_a_mode_change_is_announced_to_a_session(stack: Stack, tab: Tab) -
 async def test_a_mode_change_is_announced_on_a_stateless_listen_stream(
     stack: Stack, tab: Tab
 ) -> None:
-    async with mcp_client(
-        mcp_url(stack), stack.agent_secret, tab.api_key, mode="2026-07-28"
-    ) as client:
+    async with mcp_client(mcp_url(stack), *stack.agent(tab.api_key), mode="2026-07-28") as client:
         assert [t.name for t in (await client.list_tools()).tools] == DEFAULT_TOOLS
         async with client.listen(tools_list_changed=True) as subscription:
             assert subscription.honored is not None
@@ -387,11 +401,11 @@ class OneToolCallStream(llm.LLMStream):
 async def test_a_livekit_agents_session_calls_the_tab_through_mcp(stack: Stack, tab: Tab) -> None:
     # The session's mode is per key: move it to the spread first (LiveKit caches the tool list
     # it read at setup, so the agent starts with draw_card in it).
-    async with mcp_client(mcp_url(stack), stack.agent_secret, tab.api_key) as client:
+    async with mcp_client(mcp_url(stack), *stack.agent(tab.api_key)) as client:
         await client.call_tool("enter_spread", {})
     server = mcp.MCPServerHTTP(
         mcp_url(stack),
-        headers=headers(stack.agent_secret, tab.api_key),
+        headers=headers(*stack.agent(tab.api_key)),
         # Above draw_card's wait (120 s): the user may take that long to pick a card.
         client_session_timeout_seconds=130,
     )

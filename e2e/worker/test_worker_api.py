@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import urllib.request
 from typing import Any
 
 import pytest
@@ -17,11 +18,11 @@ from scripted_agent import ScriptedLLM, Step, TextStep, ToolStep
 
 
 def worker(stack: Stack, key: str, secret: str | None = None) -> c.WorkerClient:
-    return c.WorkerClient(stack.worker.url, secret or stack.agent_secret, key)
+    return c.WorkerClient(stack.worker.url, secret or stack.token_for(key), key)
 
 
 async def test_offer_of_the_default_mode(stack: Stack) -> None:
-    async with worker(stack, stack.stranger_key()) as wc, asyncio.timeout(10):
+    async with worker(stack, stack.issue_key()) as wc, asyncio.timeout(10):
         offer = await wc.list_tools()
         ui = UiTools(wc)
         built = ui.build(offer)
@@ -36,17 +37,31 @@ async def test_offer_of_the_default_mode(stack: Stack) -> None:
         assert spec.parameters.get("type") == "object"
 
 
-async def test_wrong_secret_and_bad_key(stack: Stack) -> None:
+async def test_a_forged_token_or_another_keys_token_is_refused(stack: Stack) -> None:
+    key = stack.issue_key()
     async with asyncio.timeout(10):
-        async with worker(stack, stack.stranger_key(), "as-wrong-secret-0000000000") as wc:
+        async with worker(stack, key, "forged.token.value") as wc:
             with pytest.raises(c.Unauthorized):
                 await wc.list_tools()
             with pytest.raises(c.Unauthorized):
                 await wc.call_tool("OpenPopover", {})
+        other = stack.token_for(stack.issue_key())
+        async with worker(stack, key, other) as wc:
+            with pytest.raises(c.Forbidden):
+                await wc.list_tools()
+            with pytest.raises(c.Forbidden):
+                await wc.call_tool("OpenPopover", {})
 
 
-async def test_a_key_never_issued_is_unknown(stack: Stack) -> None:
-    async with worker(stack, stack.stranger_key()) as wc, asyncio.timeout(10):
+async def test_a_key_revoked_since_its_token_is_unknown(stack: Stack) -> None:
+    key = stack.issue_key()
+    token = stack.token_for(key)
+    revoke = urllib.request.Request(
+        f"{stack.relay.url}/api/voice-agent/keys/{key}", method="DELETE"
+    )
+    revoke.add_header("Authorization", f"Bearer {stack.worker_secret}")
+    await asyncio.to_thread(lambda: urllib.request.urlopen(revoke, timeout=10).close())
+    async with worker(stack, key, token) as wc, asyncio.timeout(10):
         outcome = await wc.call_tool("OpenPopover", {"message": "hi"})
     assert not outcome.ok
     assert isinstance(outcome.error, c.UnknownKey)
@@ -55,7 +70,7 @@ async def test_a_key_never_issued_is_unknown(stack: Stack) -> None:
 
 
 async def test_mode_changes_and_worker_side_validation(stack: Stack) -> None:
-    async with worker(stack, stack.stranger_key()) as wc, asyncio.timeout(10):
+    async with worker(stack, stack.issue_key()) as wc, asyncio.timeout(10):
         offer = await wc.list_tools()
         enter = offer.tool("enter_spread")
         assert enter is not None and enter.parameters.get("properties") == {}

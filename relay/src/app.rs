@@ -1,6 +1,6 @@
 //! `App`, everything the handlers share (one per relay process): configuration, the key store
 //! and this node's key records, the token service, metrics, the drain, the Socket.IO handle, and
-//! the agent and issuer secrets (as digests) with the agents' call rates.
+//! the session tokens, and the servers' and issuer's secrets (as digests).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -16,6 +16,7 @@ use crate::delivery::Io;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::origins::Origins;
+use crate::sessions::Sessions;
 use crate::shutdown::Drain;
 use crate::store::keys::{Keys, LifecycleConfig};
 use crate::store::redis::{self as cluster, Cluster};
@@ -30,6 +31,8 @@ pub struct App {
     /// Where the truth about keys is kept; handlers ask it, never which backend it is.
     pub store: Store,
     pub tokens: TokenService,
+    /// Agents' session tokens: minting, and the cached grants of the ones presented.
+    pub sessions: Sessions,
     pub metrics: Arc<Metrics>,
     pub drain: Drain,
     /// How many tabs this node binds at once ([`crate::admission`]).
@@ -40,10 +43,41 @@ pub struct App {
     pub cluster: Option<Arc<Cluster>>,
     /// The browser origins allowed, and the log of refused ones.
     pub origins: Origins,
-    /// SHA-256 of each agent secret (the store keeps each agent's call rate, same order).
-    agents: Vec<[u8; 32]>,
+    /// SHA-256 of each secret of the worker's credential.
+    workers: Vec<[u8; 32]>,
+    /// SHA-256 of each secret of the operators' credential.
+    operators: Vec<[u8; 32]>,
     /// SHA-256 of each token-issuer secret (issuer mode).
     issuers: Vec<[u8; 32]>,
+}
+
+/// Which server credential a Bearer secret is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerRole {
+    /// The agent worker (`RELAY_WORKER_SECRET`).
+    Worker,
+    /// An operator (`RELAY_OPERATOR_SECRET`).
+    Operator,
+    /// The app's backend (`RELAY_TOKEN_ISSUER_SECRET`).
+    Issuer,
+}
+
+impl ServerRole {
+    /// How a message names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerRole::Worker => "worker's",
+            ServerRole::Operator => "operators'",
+            ServerRole::Issuer => "token issuer's",
+        }
+    }
+}
+
+fn digests(secrets: &[relay_wire::Secret]) -> Vec<[u8; 32]> {
+    secrets
+        .iter()
+        .map(|s| Sha256::digest(s.expose().as_bytes()).into())
+        .collect()
 }
 
 /// Finds which of the `known` SHA-256 digests `presented` hashes to, in constant time: every
@@ -81,20 +115,18 @@ impl App {
             drain: config.drain,
             window: config.idempotency_window,
         };
-        let agents: Vec<[u8; 32]> = config
-            .agent_secrets
-            .iter()
-            .map(|s| Sha256::digest(s.expose().as_bytes()).into())
-            .collect();
-        let agent_rate = config.agent_rate_per_sec;
+        let limits = store::SessionLimits {
+            max_inflight: config.session_max_inflight,
+            rate_per_sec: config.session_rate_per_sec,
+        };
         let store = match &cluster {
             None => Store::Memory(
                 MemoryStore::new(keys.clone(), config.token_rate_per_min, bound)
-                    .with_agents(agents.len(), agent_rate),
+                    .with_sessions(limits),
             ),
             Some(c) => Store::Redis(
                 RedisStore::new(c.clone(), keys.clone(), config.token_rate_per_min, bound)
-                    .with_agents(&agents, agent_rate),
+                    .with_sessions(limits),
             ),
         };
         let tokens = TokenService::new(
@@ -102,12 +134,12 @@ impl App {
             &config.livekit_api_secret,
             &config.livekit_url,
             config.token_ttl,
+            config.session_keys.clone(),
         );
-        let issuers = config
-            .issuer_secrets
-            .iter()
-            .map(|s| Sha256::digest(s.expose().as_bytes()).into())
-            .collect();
+        let issuers = digests(&config.issuer_secrets);
+        let workers = digests(&config.worker_secrets);
+        let operators = digests(&config.operator_secrets);
+        let sessions = Sessions::new(&config.session_keys);
         let binds = BindGate::new(config.bind_concurrency);
         let origins = Origins::new(&config.allowed_origins);
         Arc::new(App {
@@ -115,13 +147,15 @@ impl App {
             keys,
             store,
             tokens,
+            sessions,
             metrics,
             drain: Drain::default(),
             binds,
             io: std::sync::OnceLock::new(),
             cluster,
             origins,
-            agents,
+            workers,
+            operators,
             issuers,
         })
     }
@@ -152,21 +186,31 @@ impl App {
         Ok(Some(cluster))
     }
 
-    /// Finds which agent secret `presented` is, comparing SHA-256 digests in constant time
-    /// against every configured secret (see [`find_secret`]).
-    pub fn agent_index(&self, presented: &str) -> Option<usize> {
-        find_secret(self.agents.iter(), presented)
+    /// Which server credential `presented` is, comparing SHA-256 digests in constant time
+    /// against every configured secret of every role (see [`find_secret`]): timing tells
+    /// neither whether nor which one matched.
+    pub fn server_role(&self, presented: &str) -> Option<ServerRole> {
+        let worker = find_secret(self.workers.iter(), presented);
+        let operator = find_secret(self.operators.iter(), presented);
+        let issuer = find_secret(self.issuers.iter(), presented);
+        match (worker, operator, issuer) {
+            (Some(_), _, _) => Some(ServerRole::Worker),
+            (_, Some(_), _) => Some(ServerRole::Operator),
+            (_, _, Some(_)) => Some(ServerRole::Issuer),
+            _ => None,
+        }
     }
 
-    /// Whether `presented` is one of the token-issuer secrets (constant time, like the agents').
+    /// Whether `presented` is one of the token-issuer secrets (constant time).
     pub fn is_token_issuer(&self, presented: &str) -> bool {
         find_secret(self.issuers.iter(), presented).is_some()
     }
 
-    /// Takes one token from `ip`'s issuance budget; false when it is spent. With several nodes
-    /// the budget is shared by all of them.
+    /// Takes one token from `ip`'s issuance budget (an IPv6 address's /64 shares one); false
+    /// when it is spent. With several nodes the budget is shared by all of them.
     pub async fn may_issue_token(&self, ip: IpAddr) -> Result<bool, ApiError> {
-        Ok(self.store.take_token(ip).await?)
+        let bucket = crate::client_addr::limit_bucket(ip);
+        Ok(self.store.take_token(bucket).await?)
     }
 
     /// Whether a browser `Origin` may open a socket: the relay's own origin, or one listed in

@@ -14,6 +14,22 @@ use ipnet::IpNet;
 
 use crate::config::ForwardedHeader;
 
+/// What a per-address limit counts for `ip`: an IPv4 address as it is (an IPv4-mapped IPv6 one
+/// as its IPv4 address), an IPv6 address by its /64, which one host or user commonly holds
+/// whole (counting single IPv6 addresses would give them 2^64 budgets).
+pub fn limit_bucket(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(std::net::Ipv6Addr::from(prefix))
+            }
+        },
+    }
+}
+
 /// The address the per-address limits charge for a request that arrived from `peer`.
 pub fn client_ip(
     peer: IpAddr,
@@ -149,6 +165,16 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn ipv6_counts_by_its_64() {
+        let a = limit_bucket(ip("2001:db8:1:2:aaaa::1"));
+        assert_eq!(a, limit_bucket(ip("2001:db8:1:2:ffff:ffff:ffff:ffff")));
+        assert_ne!(a, limit_bucket(ip("2001:db8:1:3::1")));
+        assert_eq!(a, ip("2001:db8:1:2::"));
+        assert_eq!(limit_bucket(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(limit_bucket(ip("192.0.2.7")), ip("192.0.2.7"));
     }
 
     fn headers(name: &'static str, lines: &[&str]) -> HeaderMap {

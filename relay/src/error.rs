@@ -35,7 +35,22 @@ impl ApiError {
     pub fn unauthorized() -> Self {
         ApiError::new(
             ErrorCode::Unauthorized,
-            "missing or wrong agent secret (Authorization: Bearer <secret>)",
+            "missing or wrong credential (Authorization: Bearer <session token>)",
+        )
+    }
+
+    /// A credential that is valid but does not reach what was asked (another key, a tool or a
+    /// scope it lacks, a server's credential where an agent's is needed). Answered before
+    /// anything is looked up, so it says nothing of whether that key exists.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        ApiError::new(ErrorCode::Forbidden, message)
+    }
+
+    /// A session token whose session was ended.
+    pub fn session_ended() -> Self {
+        ApiError::new(
+            ErrorCode::Unauthorized,
+            "this agent session was ended; ask for a new session token",
         )
     }
 

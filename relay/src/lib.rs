@@ -22,6 +22,7 @@ pub mod origins;
 pub mod pages;
 pub mod pubsub;
 pub mod server;
+pub mod sessions;
 pub mod shutdown;
 pub mod sockets;
 pub mod store;

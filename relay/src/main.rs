@@ -26,6 +26,10 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Some(Command::SessionKey) = &cli.command {
+        println!("{}", relay::sessions::SigningKeys::generate_entry());
+        return ExitCode::SUCCESS;
+    }
     let config = match Config::from_options(cli.options) {
         Ok(c) => c,
         Err(err) => {
@@ -107,7 +111,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         version = env!("CARGO_PKG_VERSION"),
         %addr,
         livekit_url = %config.livekit_url,
-        agent_secrets = config.agent_secrets.len(),
+        session_kid = config.session_keys.signer().0,
+        operators = !config.operator_secrets.is_empty(),
         nodes = if cluster.is_some() { "several (Redis)" } else { "one (in memory)" },
         "relay listening on http://{addr}"
     );

@@ -9,6 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use relay_wire::openapi::{Credential, add_credentials};
+use relay_wire::session::{SessionEnded, SessionRequest, SessionResponse};
 use relay_wire::{
     ErrorBody, ErrorCode, ErrorObject, KeyState, KeyStatus, ModeEvent, ModeResponse,
     RevokeResponse, TokenRequest, TokenResponse, ToolCallRequest, ToolCallResponse,
@@ -29,7 +30,7 @@ use crate::error::{encode, json_response};
         description = "Routes a voice agent's tool calls to the exact browser tab of its user. \
             Every failure has the body `{\"ok\":false,\"callId\"?,\"error\":{\"code\",\"message\"}}` \
             with a code of `ErrorCode`; each code has one HTTP status: invalid_request 400, \
-            unauthorized 401, unknown_key 404, tab_offline 409, payload_too_large 413, \
+            unauthorized 401, forbidden 403, unknown_key 404, tab_offline 409, payload_too_large 413, \
             rate_limited 429, tool_failed and no_handler 502, shutting_down and unavailable 503, \
             timeout 504, internal 500. Tabs bind over Socket.IO at /socket.io/, which this \
             document does not describe.",
@@ -43,6 +44,9 @@ use crate::error::{encode, json_response};
         crate::api::keys::key_status,
         crate::api::keys::key_revoke,
         crate::api::keys::key_mode,
+        crate::api::sessions::create_session,
+        crate::api::sessions::end_session,
+        crate::api::sessions::session_keys,
         crate::api::ops::healthz,
         crate::api::ops::readyz,
         crate::api::ops::metrics,
@@ -63,12 +67,16 @@ use crate::error::{encode, json_response};
         RevokeResponse,
         ModeEvent,
         ModeResponse,
+        SessionRequest,
+        SessionResponse,
+        SessionEnded,
         Health,
     )),
     modifiers(&Credentials),
     tags(
         (name = "token", description = "The token service: a LiveKit token and a routing key for one tab"),
         (name = "agent", description = "The agent API: tool calls to a tab, key state, session mode and revoke"),
+        (name = "sessions", description = "Agents' session tokens: minting one for a key, ending one, the keys that verify them"),
         (name = "operations", description = "Liveness, readiness, metrics, this document"),
     )
 )]
@@ -83,9 +91,23 @@ impl Modify for Credentials {
             openapi,
             &[
                 (
-                    "agent_secret",
+                    "session_token",
                     Credential::Bearer(
-                        "One of RELAY_AGENT_SECRET's comma-separated secrets (the agent side).",
+                        "An agent's session token (EdDSA JWT from POST /api/voice-agent/sessions or the agentToken of /token): one key, its scopes, optionally its tools.",
+                        Some("JWT"),
+                    ),
+                ),
+                (
+                    "worker_secret",
+                    Credential::Bearer(
+                        "One of RELAY_WORKER_SECRET's secrets (the agent worker only).",
+                        None,
+                    ),
+                ),
+                (
+                    "operator_secret",
+                    Credential::Bearer(
+                        "One of RELAY_OPERATOR_SECRET's secrets (operators only).",
                         None,
                     ),
                 ),

@@ -157,6 +157,7 @@ pub async fn run_connected(
             loop {
                 tick.tick().await;
                 app.store.expire();
+                app.sessions.sweep(crate::tokens::unix_now().as_secs());
             }
         })
     };

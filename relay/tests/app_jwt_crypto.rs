@@ -32,6 +32,10 @@ fn rsa_and_ec_session_tokens_verify_after_livekit_tokens_were_minted() {
         &Secret::new(LIVEKIT_SECRET),
         "ws://127.0.0.1:7880",
         Duration::from_secs(600),
+        std::sync::Arc::new(
+            relay::sessions::SigningKeys::parse(&relay::sessions::SigningKeys::generate_entry())
+                .unwrap(),
+        ),
     );
     let subject = Subject {
         identity: Some("user-1".into()),

@@ -9,7 +9,7 @@ use serde_json::json;
 
 mod common;
 
-use common::{AGENT_SECRET, LIVEKIT_SECRET, Relay as TestApp};
+use common::{LIVEKIT_SECRET, Relay as TestApp, WORKER_SECRET};
 
 async fn spawn_app() -> TestApp {
     common::start(&["--token-mode", "open"]).await
@@ -54,7 +54,7 @@ async fn token_is_verified_by_livekit_and_key_is_issued() {
     let status: KeyStatus = app
         .http
         .get(app.url(&format!("/api/voice-agent/keys/{}", t.api_key)))
-        .bearer_auth(AGENT_SECRET)
+        .bearer_auth(WORKER_SECRET)
         .send()
         .await
         .unwrap()
@@ -81,7 +81,7 @@ async fn auth_comes_first_and_errors_use_the_one_body() {
 
     let (status, body) = app
         .call(
-            Some(AGENT_SECRET),
+            Some(&t.agent_token),
             json!({"apiKey": t.api_key, "toolName": "bad name"}),
         )
         .await;
@@ -90,7 +90,7 @@ async fn auth_comes_first_and_errors_use_the_one_body() {
 
     let (status, body) = app
         .call(
-            Some(AGENT_SECRET),
+            Some(&t.agent_token),
             json!({"apiKey": t.api_key, "toolName": "OpenPopover", "timeoutMs": 30}),
         )
         .await;
@@ -109,10 +109,11 @@ async fn draining_refuses_new_work() {
         let http = app.http.clone();
         let url = app.url("/api/voice-agent/tool-call");
         let key = t.api_key.clone();
+        let token = t.agent_token.clone();
         tokio::spawn(async move {
             let r = http
                 .post(url)
-                .bearer_auth(AGENT_SECRET)
+                .bearer_auth(token)
                 .json(&json!({"apiKey": key, "toolName": "x", "timeoutMs": 60000}))
                 .send()
                 .await

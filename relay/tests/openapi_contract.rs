@@ -94,12 +94,15 @@ async fn the_document_describes_every_operation_and_the_error_table() {
 
     let expected: Vec<(String, String)> = [
         ("DELETE", "/api/voice-agent/keys/{apiKey}"),
+        ("DELETE", "/api/voice-agent/sessions/{sessionId}"),
         ("GET", "/api/voice-agent/keys/{apiKey}"),
+        ("GET", "/api/voice-agent/session-keys"),
         ("GET", "/healthz"),
         ("GET", "/metrics"),
         ("GET", "/openapi.json"),
         ("GET", "/readyz"),
         ("GET", "/token"),
+        ("POST", "/api/voice-agent/sessions"),
         ("POST", "/api/voice-agent/tool-call"),
         ("POST", "/api/voice-agent/tool-call/cancel"),
         ("POST", "/token"),
@@ -157,19 +160,32 @@ async fn the_document_describes_every_operation_and_the_error_table() {
         }
     }
 
-    // Security: the agent secret on the agent API; the token service's three modes.
+    // Security: a session token on the agent API, the servers' secrets where they reach; the
+    // token service's three modes.
     let schemes = &doc["components"]["securitySchemes"];
-    for name in ["agent_secret", "issuer_secret", "app_jwt"] {
+    for name in [
+        "session_token",
+        "worker_secret",
+        "operator_secret",
+        "issuer_secret",
+        "app_jwt",
+    ] {
         assert_eq!(schemes[name]["scheme"], "bearer", "{name}");
     }
     assert_eq!(schemes["app_jwt"]["bearerFormat"], "JWT");
+    assert_eq!(schemes["session_token"]["bearerFormat"], "JWT");
+    assert_eq!(
+        doc["paths"]["/api/voice-agent/keys/{apiKey}"]["delete"]["security"],
+        json!([{"worker_secret": []}, {"operator_secret": []}]),
+        "a session token never revokes"
+    );
     for op in ["post", "get"] {
         assert_eq!(
             doc["paths"]["/token"][op]["security"],
             json!([{"issuer_secret": []}, {"app_jwt": []}, {}])
         );
     }
-    assert_eq!(tool_call["security"], json!([{"agent_secret": []}]));
+    assert_eq!(tool_call["security"], json!([{"session_token": []}]));
     let idempotency = tool_call["parameters"]
         .as_array()
         .unwrap()

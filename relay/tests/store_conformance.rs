@@ -14,12 +14,16 @@ mod cluster;
 mod declare;
 #[path = "store_conformance/events.rs"]
 mod events;
+#[path = "store_conformance/idempotency.rs"]
+mod idempotency;
 #[path = "store_conformance/lanes.rs"]
 mod lanes;
 #[path = "store_conformance/lost.rs"]
 mod lost;
 #[path = "store_conformance/releases.rs"]
 mod releases;
+#[path = "store_conformance/sessions.rs"]
+mod sessions;
 #[path = "store_conformance/tabs.rs"]
 mod tabs;
 #[path = "store_conformance/tls.rs"]
@@ -29,15 +33,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::StatusCode;
-use bytes::Bytes;
-use relay::idempotency::Outcome;
 use relay::metrics::Metrics;
-use relay::store::claims::{Claimed, ReplayBound};
+use relay::store::claims::ReplayBound;
 use relay::store::keys::{Keys, LifecycleConfig};
 use relay::store::lifecycle::{self, BindError, Event, Facts, Phase, Shown, Transition};
 use relay::store::redis::{Bound, Cluster, Revoked, Settings};
-use relay::store::{KeyStore, MemoryStore, RedisStore};
+use relay::store::track::{Ticket, Track, TrackError};
+use relay::store::{KeyStore, MemoryStore, RedisStore, SessionLimits};
 use relay::tokens::unix_now;
 use relay_wire::KeyState;
 
@@ -45,8 +47,36 @@ const UNBOUND_TTL: Duration = Duration::from_millis(300);
 const GRACE: Duration = Duration::from_millis(300);
 /// A key's in-flight calls, on both stores.
 const MAX_INFLIGHT: usize = 4;
-/// Calls one agent may start in a second (high: the suite does not test it).
-const AGENT_RATE: u32 = 100_000;
+/// What one agent session may take: fewer slots than its key has; many calls a second (the
+/// rate is counted in the same script as the slots, and tested end to end).
+const LIMITS: SessionLimits = SessionLimits {
+    max_inflight: 2,
+    rate_per_sec: 100_000,
+};
+/// A session for the cases that are not about sessions.
+const SESSION: &str = "s_00000000000000000000000000000000aaaaaaaaaaaaaaaa";
+
+/// A call id of its own (as every call has).
+fn call_id() -> String {
+    format!("c_{}", hex::encode(rand::random::<[u8; 12]>()))
+}
+
+/// A call's hold on `key` for agent session `session`, under a call id of its own.
+async fn track<'a>(
+    store: &'a impl KeyStore,
+    key: &'a str,
+    session: &'a str,
+) -> Result<Track<'a>, TrackError> {
+    let id = call_id();
+    store
+        .track(key, session, &Ticket::plain(&id, Duration::from_secs(60)))
+        .await
+}
+
+/// Session `n` of `key` (its id names the key, as a minted one does).
+fn session_of(key: &str, n: u8) -> String {
+    relay_wire::session::new_session_id(&relay_wire::session::key_digest(key), [n; 8])
+}
 
 fn lifecycle() -> LifecycleConfig {
     LifecycleConfig {
@@ -73,15 +103,14 @@ fn in_an_hour() -> u64 {
 async fn suite(store: &impl KeyStore) {
     let tabs = tabs::Tabs::start();
     binding::cases(store, &tabs).await;
+    sessions::cases(store).await;
     declare::cases(store, &tabs).await;
     unknown_key(store).await;
     issue_then_status(store).await;
     revoke_leaves_a_tombstone(store).await;
     unbound_key_expires(store).await;
     token_rate_per_address(store).await;
-    idempotency_run_replay_conflict(store).await;
-    a_retry_waits_for_the_first_outcome(store).await;
-    an_outcome_is_kept_for_the_window(store).await;
+    idempotency::cases(store).await;
 }
 
 async fn unknown_key(store: &impl KeyStore) {
@@ -174,99 +203,11 @@ const BOUND: ReplayBound = ReplayBound {
     window: Duration::from_secs(2),
 };
 
-fn outcome(status: u16, body: &'static [u8]) -> Outcome {
-    Outcome {
-        status: StatusCode::from_u16(status).unwrap(),
-        body: Bytes::from_static(body),
-    }
-}
-
-async fn idempotency_run_replay_conflict(store: &impl KeyStore) {
-    let key = fresh_key();
-    let timeout = Duration::from_secs(1);
-    let Claimed::Run(recorder) = store.claim(&key, "i-1", 7, timeout).await.unwrap() else {
-        panic!("the first claim runs")
-    };
-    recorder
-        .record(&outcome(504, b"{\"ok\":false}"))
-        .await
-        .unwrap();
-    let Claimed::Replay(replayed) = store.claim(&key, "i-1", 7, timeout).await.unwrap() else {
-        panic!("a retry replays")
-    };
-    assert_eq!(replayed.status.as_u16(), 504);
-    assert_eq!(&replayed.body[..], b"{\"ok\":false}", "byte for byte");
-    assert!(
-        matches!(
-            store.claim(&key, "i-1", 8, timeout).await.unwrap(),
-            Claimed::Conflict
-        ),
-        "other content under the same Idempotency-Key"
-    );
-    let other_key = fresh_key();
-    assert!(
-        matches!(
-            store.claim(&other_key, "i-1", 7, timeout).await.unwrap(),
-            Claimed::Run(_)
-        ),
-        "the same Idempotency-Key for another key is another call"
-    );
-}
-
-async fn a_retry_waits_for_the_first_outcome(store: &impl KeyStore) {
-    let key = fresh_key();
-    let timeout = Duration::from_secs(1);
-    let Claimed::Run(recorder) = store.claim(&key, "i-2", 9, timeout).await.unwrap() else {
-        panic!("the first claim runs")
-    };
-    let retry = store.claim(&key, "i-2", 9, timeout);
-    let first = async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        recorder
-            .record(&outcome(200, b"{\"ok\":true}"))
-            .await
-            .unwrap();
-    };
-    let (claimed, ()) = tokio::join!(retry, first);
-    let Claimed::Replay(replayed) = claimed.unwrap() else {
-        panic!("the retry replays once the first call recorded")
-    };
-    assert_eq!(replayed.status.as_u16(), 200);
-    assert_eq!(&replayed.body[..], b"{\"ok\":true}");
-}
-
-async fn an_outcome_is_kept_for_the_window(store: &impl KeyStore) {
-    let key = fresh_key();
-    let timeout = Duration::from_secs(1);
-    let Claimed::Run(recorder) = store.claim(&key, "i-3", 5, timeout).await.unwrap() else {
-        panic!("the first claim runs")
-    };
-    recorder.record(&outcome(200, b"{}")).await.unwrap();
-    tokio::time::sleep(BOUND.window - Duration::from_millis(500)).await;
-    store.expire();
-    assert!(
-        matches!(
-            store.claim(&key, "i-3", 5, timeout).await.unwrap(),
-            Claimed::Replay(_)
-        ),
-        "within the window a retry replays"
-    );
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    store.expire();
-    assert!(
-        matches!(
-            store.claim(&key, "i-3", 6, timeout).await.unwrap(),
-            Claimed::Run(_)
-        ),
-        "past the window the Idempotency-Key is free again, whatever the content"
-    );
-}
-
 /// The in-memory store on tokio's paused clock: its waits (expiry, a retry waiting for the first
 /// outcome) take no real time. Redis keeps its own clock, so its run sleeps for real.
 #[tokio::test(start_paused = true)]
 async fn memory_store() {
-    suite(&MemoryStore::new(local_keys(), TOKENS_PER_MIN, BOUND).with_agents(1, AGENT_RATE)).await;
+    suite(&MemoryStore::new(local_keys(), TOKENS_PER_MIN, BOUND).with_sessions(LIMITS)).await;
 }
 
 /// A `redis-server` of the test's own, killed when dropped.
@@ -331,8 +272,8 @@ async fn connect_to(url: &str, ca: Option<Vec<u8>>) -> Arc<Cluster> {
 async fn redis_store() {
     let server = start_redis();
     let cluster = connect(server.port).await;
-    let store = RedisStore::new(cluster.clone(), local_keys(), TOKENS_PER_MIN, BOUND)
-        .with_agents(&[[7; 32]], AGENT_RATE);
+    let store =
+        RedisStore::new(cluster.clone(), local_keys(), TOKENS_PER_MIN, BOUND).with_sessions(LIMITS);
     suite(&store).await;
     lanes::a_bind_storm_delays_neither_heartbeat_nor_lookup(&cluster).await;
     events::only_waiting_nodes_hear_a_key(&cluster, &format!("redis://127.0.0.1:{}", server.port))
@@ -366,8 +307,7 @@ async fn redis_store_over_tls_with_an_acl_user() {
         plain.is_err(),
         "a TLS-only server refuses plain connections"
     );
-    let store = RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN, BOUND)
-        .with_agents(&[[7; 32]], AGENT_RATE);
+    let store = RedisStore::new(cluster, local_keys(), TOKENS_PER_MIN, BOUND).with_sessions(LIMITS);
     suite(&store).await;
 }
 
@@ -378,8 +318,8 @@ async fn redis_store_on_a_cluster() {
         .await
         .expect("the cluster starts");
     let cluster = connect_to(&servers.url(), None).await;
-    let store = RedisStore::new(cluster.clone(), local_keys(), TOKENS_PER_MIN, BOUND)
-        .with_agents(&[[7; 32]], AGENT_RATE);
+    let store =
+        RedisStore::new(cluster.clone(), local_keys(), TOKENS_PER_MIN, BOUND).with_sessions(LIMITS);
     suite(&store).await;
     lanes::a_bind_storm_delays_neither_heartbeat_nor_lookup(&cluster).await;
     events::only_waiting_nodes_hear_a_key(&cluster, &servers.url()).await;

@@ -20,12 +20,26 @@ const APP_SECRET: &str = "prop-app-session-secret-0123456789abcdef";
 const ISSUER: &str = "https://app.example";
 const AUDIENCE: &str = "voice-relay";
 
+/// The relay's signing keys (its bind proofs), the same for every service of the run.
+fn proofs() -> std::sync::Arc<relay::sessions::SigningKeys> {
+    static KEYS: std::sync::OnceLock<std::sync::Arc<relay::sessions::SigningKeys>> =
+        std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        std::sync::Arc::new(
+            relay::sessions::SigningKeys::parse(&relay::sessions::SigningKeys::generate_entry())
+                .unwrap(),
+        )
+    })
+    .clone()
+}
+
 fn service(secret: &str) -> TokenService {
     TokenService::new(
         "devkey",
         &Secret::new(secret),
         "ws://127.0.0.1:7880",
         Duration::from_secs(600),
+        proofs(),
     )
 }
 

@@ -14,7 +14,7 @@ import { loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { monitor } from './monitor.mjs';
-import { SECRET, cpuTicks, kill, loadgenBin, sleeps, startRedis, startRedisCluster, startRelay } from './procs.mjs';
+import { cpuTicks, kill, loadgenBin, sleeps, startRedis, startRedisCluster, startRelay } from './procs.mjs';
 
 const REDIS_PORT = 4390;
 const CLUSTER_PORTS = [4391, 4392, 4393];
@@ -39,7 +39,7 @@ async function callsDone(node) {
  * `onWindow(begin)` is called with true when the measured calls begin and false when they end.
  */
 function loadgen(ctx, c, secs, onWindow, pin) {
-  const args = ['--url', url(c.tabs), '--call-url', url(c.calls), '--secret', SECRET, '--label', c.id,
+  const args = ['--url', url(c.tabs), '--call-url', url(c.calls), '--label', c.id,
     '--tabs', '100', '--agents', '1', '--awaited', '--warmup-secs', '1', '--duration-secs', String(secs), '--marks'];
   const cmd = pin ? ['taskset', '-c', '1', loadgenBin(ctx.target), ...args] : [loadgenBin(ctx.target), ...args];
   const proc = spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });

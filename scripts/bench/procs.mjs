@@ -6,7 +6,9 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-export const SECRET = 'bench-agent-secret-0123456789abcdef';
+export const SECRET = 'bench-worker-secret-0123456789abcdef';
+// The nodes' signing keys, shared (a fixed seed: the benchmark's own, never a deployment's).
+const SESSION_KEYS = 'kbench:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
 
 export function logFile(root, name) {
   mkdirSync(join(root, '.run/bench/scale'), { recursive: true });
@@ -87,8 +89,8 @@ export function relayEnv(port, redis) {
     PATH: process.env.PATH,
     RELAY_ADDR: `127.0.0.1:${port}`, ...(url ? { RELAY_REDIS_URL: url } : {}),
     LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'bench-livekit-secret-0123456789ab',
-    RELAY_AGENT_SECRET: SECRET, RELAY_TOKEN_MODE: 'open', RELAY_TOKEN_RATE_PER_MIN: '100000000',
-    RELAY_AGENT_RATE_PER_SEC: '100000000', RUST_LOG: process.env.BENCH_RUST_LOG ?? 'warn',
+    RELAY_WORKER_SECRET: SECRET, RELAY_SESSION_KEYS: SESSION_KEYS, RELAY_TOKEN_MODE: 'open', RELAY_TOKEN_RATE_PER_MIN: '100000000',
+    RELAY_SESSION_RATE_PER_SEC: '100000000', RUST_LOG: process.env.BENCH_RUST_LOG ?? 'warn',
     // Tuning to compare, e.g. `BENCH_RELAY_BIND_CONCURRENCY=8` sets RELAY_BIND_CONCURRENCY.
     ...Object.fromEntries(Object.entries(process.env)
       .filter(([k]) => k.startsWith('BENCH_RELAY_') && k !== 'BENCH_RELAY_BIN')
@@ -122,7 +124,7 @@ export async function startRelay(root, target, port, redis, { pin = false } = {}
 // A generator driven by commands; `next(event)` resolves with its next JSON line of that event.
 export function startLoadgen(root, target, name, args) {
   const log = logFile(root, name);
-  const proc = spawn(loadgenBin(target), ['--control', '--secret', SECRET, ...args], { stdio: ['pipe', 'pipe', log] });
+  const proc = spawn(loadgenBin(target), ['--control', ...args], { stdio: ['pipe', 'pipe', log] });
   closeSync(log);
   const queue = [];
   const waiting = [];

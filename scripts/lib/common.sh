@@ -44,6 +44,11 @@ load_env() {
 }
 
 random_hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
+# A signing-key entry for RELAY_SESSION_KEYS: kid:seed, the seed 32 random bytes in base64url
+# (what `relay session-key` prints).
+session_key_entry() {
+  printf 'k%s:%s' "$(random_hex 4)" "$(head -c32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+}
 
 # Creates .env with fresh random secrets on first run; never overwrites it.
 ensure_env() {
@@ -56,7 +61,14 @@ LIVEKIT_URL=${LIVEKIT_URL:-ws://127.0.0.1:7880}
 LIVEKIT_UDP_PORT=${LIVEKIT_UDP_PORT:-7882}
 LIVEKIT_API_KEY=devkey
 LIVEKIT_API_SECRET=$(random_hex 32)
-RELAY_AGENT_SECRET=$(random_hex 32)
+# The relay's and the worker's own credentials; no agent, platform or browser holds them.
+# RELAY_WORKER_SECRET: the worker at the relay. RELAY_OPERATOR_SECRET: you (agent-worker call and
+# demo mint a session token for the key with it; the worker's /sessions takes it).
+# RELAY_SESSION_KEYS: the relay's Ed25519 keys that sign agents' session tokens and tab tokens'
+# bind proofs (put a new one first to rotate; see docs/security.md).
+RELAY_WORKER_SECRET=$(random_hex 32)
+RELAY_OPERATOR_SECRET=$(random_hex 32)
+RELAY_SESSION_KEYS=$(session_key_entry)
 # Who may get a token. open: anyone, always in a fresh room of its own; the demo page asks for
 # its token itself, so "start" runs open, for development only. In production: issuer (your
 # app's backend asks POST /token with RELAY_TOKEN_ISSUER_SECRET, as deploy/compose*.yaml do) or
@@ -68,6 +80,9 @@ RELAY_ALLOW_BARE_KEYS=false
 RELAY_URL=http://${RELAY_ADDR:-127.0.0.1:3001}
 WORKER_ADDR=${WORKER_ADDR:-127.0.0.1:3002}
 VAPI_SECRET=$(random_hex 32)
+# The reference agent's name: the worker dispatches it for each user who joins, with a session
+# token for that user's key alone (scripts/manage.sh start --agent runs it).
+WORKER_AGENT_NAME=voice-relay-agent
 # Development: the demo page defines a tool of its own (set_theme) with its handler, and the
 # worker offers such page tools to agents. Off in every deploy file: a page's text then reaches
 # the agent's model.

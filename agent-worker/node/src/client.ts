@@ -3,11 +3,12 @@
  *
  * `GET /agent/tools` gives the session's mode, instructions and tools (and, asked with the
  * revision the caller has, waits for the next change); `POST /agent/tools/{name}` runs one
- * tool (through the relay to the tab, or a mode move). Every request carries the agent secret
- * as a Bearer credential and the key in `X-Voice-Agent-Key`, never in the URL, and every
- * request has a time bound.
+ * tool (through the relay to the tab, or a mode move). Every request carries the agent's
+ * session token (a token for that one key, which reaches no other tab) as a Bearer credential
+ * and the key in `X-Voice-Agent-Key`, never in the URL, and every request has a time bound.
  *
- * Two kinds of failure, kept apart: the API call itself fails (wrong secret, malformed key,
+ * Two kinds of failure, kept apart: the API call itself fails (a refused or expired token, a
+ * token for another key, a malformed key,
  * worker unreachable, no answer in time): the method throws a {@link WorkerError}; the tool
  * ran and failed (tab offline, the tab answered an error, invalid arguments): `callTool`
  * returns a {@link CallOutcome} whose `error` holds the same typed error as a value.
@@ -121,8 +122,8 @@ export function parseCallAnswer(name: string, body: unknown): CallOutcome {
 export interface WorkerClientOptions {
   /** The worker's base URL, e.g. `http://127.0.0.1:3002`. */
   url: string;
-  /** The agent secret (`RELAY_AGENT_SECRET`). */
-  secret: string;
+  /** The agent's session token for `key` (from its dispatch's metadata, or the app's backend). */
+  token: string;
   /** The tab's routing key, `va_…`. */
   key: string;
   /** Bound of `GET /agent/tools` (added to the wait of a long-poll). Default 10 s. */
@@ -181,7 +182,9 @@ export class WorkerClient {
 
   constructor(options: WorkerClientOptions) {
     if (!isApiKey(options.key)) throw new TypeError('key is not a routing key (va_ and 64 lowercase hex digits)');
-    if (!options.secret) throw new TypeError('the agent secret is empty');
+    if (typeof options.token !== 'string' || options.token.split('.').length !== 3) {
+      throw new TypeError('token is not a session token (a JWT the relay minted for the key)');
+    }
     if (!/^https?:\/\//.test(options.url)) throw new TypeError('url is not an http(s) URL');
     this.url = options.url.replace(/\/+$/, '');
     this.keyFingerprint = fingerprint(options.key);
@@ -189,14 +192,14 @@ export class WorkerClient {
     this.marginMs = options.marginMs ?? DEFAULT_MARGIN_MS;
     this.defaultCallTimeoutMs = options.defaultCallTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
     this.#headers = {
-      authorization: `Bearer ${options.secret}`,
+      authorization: `Bearer ${options.token}`,
       [KEY_HEADER]: options.key,
       accept: 'application/json',
     };
     this.#fetch = options.fetch ?? globalThis.fetch;
   }
 
-  /** Never shows the key or the secret. */
+  /** Never shows the key or the token. */
   toString(): string {
     return `WorkerClient(${this.url}, key ${this.keyFingerprint})`;
   }

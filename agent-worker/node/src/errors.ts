@@ -8,6 +8,7 @@
 export const RELAY_CODES = [
   'invalid_request',
   'unauthorized',
+  'forbidden',
   'unknown_key',
   'tab_offline',
   'payload_too_large',
@@ -80,6 +81,7 @@ export function isWorkerError(error: unknown, ...codes: ErrorCode[]): error is W
 const STATUS_FALLBACK: Record<number, ErrorCode> = {
   400: 'invalid_request',
   401: 'unauthorized',
+  403: 'forbidden',
   404: 'unknown_key',
   413: 'payload_too_large',
   429: 'rate_limited',

@@ -1,5 +1,6 @@
 export * from './errors.js';
 export * from './keys.js';
 export * from './client.js';
+export * from './dispatch.js';
 export * from './tools.js';
 export * from './session.js';

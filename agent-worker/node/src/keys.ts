@@ -91,11 +91,13 @@ export function firstKeyed<P extends ParticipantLike>(
 /**
  * Waits until a user participant with a valid key is in `room`: present already, joining, or
  * given a key later by a metadata update. Other agents and participants without a key are
- * ignored. Rejects when the room disconnects, when `signal` aborts, or after `timeoutMs`.
+ * ignored; with `identity` and `key`, so is every participant but that user with that key (an
+ * agent dispatched for one user serves no other). Rejects when the room disconnects, when
+ * `signal` aborts, or after `timeoutMs`.
  */
 export function waitForKeyedParticipant<P extends ParticipantLike>(
   room: RoomLike & { readonly remoteParticipants: ReadonlyMap<string, P> },
-  options: { signal?: AbortSignal; timeoutMs?: number } = {},
+  options: { signal?: AbortSignal; timeoutMs?: number; identity?: string; key?: string } = {},
 ): Promise<{ participant: P; key: string }> {
   const localIdentity = room.localParticipant?.identity;
   return new Promise((resolve, reject) => {
@@ -109,7 +111,10 @@ export function waitForKeyedParticipant<P extends ParticipantLike>(
     };
     const consider = (participant: P) => {
       const hit = firstKeyed([participant], { localIdentity });
-      if (hit) {
+      const wanted = hit
+        && (options.identity === undefined || hit.participant.identity === options.identity)
+        && (options.key === undefined || hit.key === options.key);
+      if (hit && wanted) {
         cleanup();
         resolve(hit);
       }

@@ -1,14 +1,17 @@
 /**
- * One voice session of the reference agent: join the job's room, wait for the user's tab (a
- * participant whose metadata holds a valid key), fetch that session's offer from the worker,
- * and run an `AgentSession` linked to that participant whose tools are the mode's UI tools.
- * The models are given by the caller (see `agent.ts` for the ones read from the environment).
+ * One voice session of the reference agent: read the user it was dispatched for from the job's
+ * metadata ({@link DispatchGrant}: that user's identity and a session token for their key
+ * alone), join the job's room, wait for that user, fetch that session's offer from the worker,
+ * and run an `AgentSession` linked to that participant whose tools are the mode's UI tools. A
+ * job without a grant ends. The models are given by the caller (see `agent.ts` for the ones
+ * read from the environment).
  */
 import { voice, type JobContext, type llm, type stt, type tts } from '@livekit/agents';
 import { RpcError } from '@livekit/rtc-node';
 import { WorkerClient, type CallOutcome } from './client.js';
+import { DispatchGrant } from './dispatch.js';
 import { WorkerError } from './errors.js';
-import { fingerprint, waitForKeyedParticipant } from './keys.js';
+import { waitForKeyedParticipant } from './keys.js';
 import { UiTools } from './tools.js';
 
 /** What the first reply is asked to do once the user is in the room. */
@@ -24,7 +27,6 @@ export interface Pipeline {
 
 export interface SessionSettings {
   workerUrl: string;
-  agentSecret: string;
   greet?: boolean;
   maxToolSteps?: number;
 }
@@ -94,15 +96,27 @@ export async function runSession(
   hooks: SessionHooks = {},
 ): Promise<voice.AgentSession> {
   const log = hooks.log ?? ((line: string) => console.error(`voice-relay-agent: ${line}`));
+  let grant: DispatchGrant;
+  try {
+    grant = DispatchGrant.parse(ctx.job.metadata);
+  } catch (e) {
+    log(`job refused: ${e instanceof Error ? e.message : String(e)}`);
+    ctx.shutdown('no dispatch grant');
+    throw e;
+  }
   await ctx.connect();
   const stop = new AbortController();
   ctx.addShutdownCallback(async () => stop.abort());
-  const { participant, key } = await waitForKeyedParticipant(ctx.room, { signal: stop.signal });
-  const fp = fingerprint(key);
+  const { participant } = await waitForKeyedParticipant(ctx.room, {
+    signal: stop.signal,
+    identity: grant.identity,
+    key: grant.apiKey,
+  });
+  const fp = grant.keyFingerprint;
   log(`user ${participant.identity} joined with key ${fp}`);
   hooks.onKey?.(fp);
 
-  const client = new WorkerClient({ url: settings.workerUrl, secret: settings.agentSecret, key });
+  const client = new WorkerClient({ url: settings.workerUrl, token: grant.agentToken, key: grant.apiKey });
   const ui = new UiTools(client, {
     onTool: (outcome) => {
       log(`tool ${outcome.name}: ${outcome.ok ? 'ok' : outcome.error?.code ?? 'failed'} (key ${fp}, mode ${outcome.mode})`);

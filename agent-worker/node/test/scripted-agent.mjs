@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The Node reference agent with a SCRIPTED LLM, for the voice-room test. Not an AI.
 //
-// It runs the package's own session (`runSession`: the key from the user's metadata, the UI
+// It runs the package's own session (`runSession`: the user and its session token from the
+// job's dispatch metadata, the UI
 // tools of `UiTools` fetched from the agent worker and following the mode, calls through the
 // worker to the tab) with two substitutions:
 //
@@ -20,7 +21,7 @@
 // It also subscribes to the user's microphone track and measures its level.
 //
 //   LIVEKIT_URL=ws://127.0.0.1:7880 LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=... \
-//   WORKER_URL=http://127.0.0.1:3002 RELAY_AGENT_SECRET=... node test/scripted-agent.mjs start
+//   WORKER_URL=http://127.0.0.1:3002 AGENT_NAME=... node test/scripted-agent.mjs start
 //
 // Stdout carries LiveKit's JSON logs and, one per line, these events (lines without `level`):
 //   {"event":"key","fp":"<8 hex>"}                the user's key (fingerprint only)
@@ -261,7 +262,7 @@ export default defineAgent({
     let session = null;
     session = await runSession(
       ctx,
-      { workerUrl: process.env.WORKER_URL, agentSecret: process.env.RELAY_AGENT_SECRET, greet: false, maxToolSteps: 6 },
+      { workerUrl: process.env.WORKER_URL, greet: false, maxToolSteps: 6 },
       { llm: model, tts: new EspeakTTS() },
       {
         onKey: (fp) => emit('key', { fp }),
@@ -311,7 +312,8 @@ if (!process.env.NODE_TEST_CONTEXT && process.argv[1] && fileURLToPath(import.me
   // No CPU load limit (a small test machine with Chromium beside it), one idle job process.
   // The machine's CPU, LiveKit Agents' default load, is shared with the test's own servers and
 // Chromium: reported as this agent's load, it would make LiveKit's server withhold jobs from it.
+// Registered by name: LiveKit dispatches it only when the agent worker asks, for one user.
 cli.runApp(new ServerOptions({
-  agent: fileURLToPath(import.meta.url), loadThreshold: Infinity, loadFunc: async () => 0, numIdleProcesses: 1,
+  agent: fileURLToPath(import.meta.url), agentName: process.env.AGENT_NAME, loadThreshold: Infinity, loadFunc: async () => 0, numIdleProcesses: 1,
 }));
 }

@@ -47,7 +47,7 @@ before(async () => { stack = await startStack({ catalog }); });
 after(async () => { await stack?.stop(); });
 
 async function sessionFor(tab, script) {
-  const client = new WorkerClient({ url: stack.worker.url, secret: stack.agentSecret, key: tab.apiKey });
+  const client = new WorkerClient({ url: stack.worker.url, token: tab.agentToken, key: tab.apiKey });
   const ui = await uiTools(client);
   const agent = new voice.Agent({ instructions: ui.instructions, tools: [ui.toolset] });
   ui.bind(agent);

@@ -11,7 +11,8 @@ let stack;
 before(async () => { stack = await startStack({ catalog }); });
 after(async () => { await stack?.stop(); });
 
-const clientFor = (apiKey, extra = {}) => new WorkerClient({ url: stack.worker.url, secret: stack.agentSecret, key: apiKey, ...extra });
+/** A client as the agent of `who` (a tab, or a minted token answer) holds it: its own session token. */
+const clientFor = (who, extra = {}) => new WorkerClient({ url: stack.worker.url, token: who.agentToken, key: who.apiKey, ...extra });
 
 /** Runs a function tool as LiveKit would: arguments, then the options with an abort signal. */
 function run(tool, args, signal = new AbortController().signal) {
@@ -25,7 +26,7 @@ const fakeAgent = () => ({ given: [], async updateInstructions(text) { this.give
 
 test('the offer becomes function tools with the catalog\'s own schemas', async () => {
   const tab = await stack.tab();
-  const ui = await uiTools(clientFor(tab.apiKey));
+  const ui = await uiTools(clientFor(tab));
   assert.equal(ui.mode, 'drafting');
   assert.deepEqual(ui.toolset.names(), ['CreateDiagram', 'ShowHelp', 'enter_help', 'enter_review', 'zoom']);
   const tools = toolsOf(ui);
@@ -38,7 +39,7 @@ test('the offer becomes function tools with the catalog\'s own schemas', async (
   assert.equal(ui.instructions, composeInstructions({ instructions: 'Help the user draw.' }));
   assert.ok(ui.instructions.endsWith('Help the user draw.'));
   // The offer as the client reads it.
-  const offer = await clientFor(tab.apiKey).listTools();
+  const offer = await clientFor(tab).listTools();
   assert.equal(offer.tools.find((t) => t.name === 'CreateDiagram').timeoutMs, 5000);
   assert.deepEqual(offer.tools.find((t) => t.name === 'CreateDiagram').outputSchema, byName.CreateDiagram.outputSchema);
   assert.equal(offer.tools.find((t) => t.name === 'ShowHelp').awaitResult, false);
@@ -52,7 +53,7 @@ test('a call reaches the tab and its result comes back to the model', async () =
     ShowHelp: () => ({ ok: true, result: null }),
   });
   const outcomes = [];
-  const ui = await uiTools(clientFor(tab.apiKey), { onTool: (o) => outcomes.push(o) });
+  const ui = await uiTools(clientFor(tab), { onTool: (o) => outcomes.push(o) });
   const result = await within(10000, run(toolsOf(ui).CreateDiagram, { title: 'Flows', kind: 'flow' }), 'the call');
   assert.deepEqual(result, { id: 'd-1' });
   assert.deepEqual(seen, [{ title: 'Flows', kind: 'flow' }]);
@@ -68,7 +69,7 @@ test('failures become sentences the model can say', async () => {
   const tab = await stack.tab({
     zoom: () => ({ ok: false, error: { code: 'tool_failed', message: 'the canvas is locked' } }),
   });
-  const ui = await uiTools(clientFor(tab.apiKey));
+  const ui = await uiTools(clientFor(tab));
   const tools = toolsOf(ui);
   const failure = async (promise) => {
     try {
@@ -97,14 +98,15 @@ test('failures become sentences the model can say', async () => {
   assert.match(e.message, /cannot show that|did not answer|could not/i);
 
   // A key whose tab is not connected.
-  const { apiKey } = await stack.issueKey();
-  const offline = await uiTools(clientFor(apiKey));
+  const minted = await stack.issueKey();
+  const { apiKey } = minted;
+  const offline = await uiTools(clientFor(minted));
   e = await failure(run(toolsOf(offline).ShowHelp, {}));
   assert.ok((e instanceof llm.ToolError));
   assert.match(e.message, /not connected/);
 
   // The worker cannot be reached: a sentence too, and bounded.
-  const gone = new UiTools(new WorkerClient({ url: 'http://127.0.0.1:9', secret: stack.agentSecret, key: apiKey, listTimeoutMs: 2000 }));
+  const gone = new UiTools(new WorkerClient({ url: 'http://127.0.0.1:9', token: minted.agentToken, key: apiKey, listTimeoutMs: 2000 }));
   const started = Date.now();
   e = await failure(gone.call({ ...byName.ShowHelp, outputSchema: null, awaitResult: false, timeoutMs: 500 }, {}));
   assert.ok((e instanceof llm.ToolError));
@@ -113,26 +115,31 @@ test('failures become sentences the model can say', async () => {
 });
 
 test('the client throws typed errors with the worker\'s codes', async () => {
-  const { apiKey } = await stack.issueKey();
-  const wrong = new WorkerClient({ url: stack.worker.url, secret: 'not-the-secret', key: apiKey });
+  const minted = await stack.issueKey();
+  const { apiKey } = minted;
+  const wrong = new WorkerClient({ url: stack.worker.url, token: 'forged.token.value', key: apiKey });
   await assert.rejects(wrong.listTools(), (e) => e instanceof WorkerError && e.code === 'unauthorized' && e.status === 401);
-  const outcome = await clientFor(apiKey).callTool('NoSuchTool', {});
+  const other = await stack.issueKey();
+  const foreign = new WorkerClient({ url: stack.worker.url, token: other.agentToken, key: apiKey });
+  await assert.rejects(foreign.listTools(), (e) => e instanceof WorkerError && e.code === 'forbidden' && e.status === 403);
+  assert.throws(() => new WorkerClient({ url: stack.worker.url, token: 'a-server-secret', key: apiKey }), /session token/);
+  const outcome = await clientFor(minted).callTool('NoSuchTool', {});
   assert.equal(outcome.ok, false);
   assert.equal(outcome.error.code, 'unknown_tool');
-  const notHere = await clientFor(apiKey).callTool('ShowComment', { text: 'hi' });
+  const notHere = await clientFor(minted).callTool('ShowComment', { text: 'hi' });
   assert.equal(notHere.error.code, 'tool_not_allowed');
-  const bad = await clientFor(apiKey).callTool('zoom', { level: 'big' });
+  const bad = await clientFor(minted).callTool('zoom', { level: 'big' });
   assert.equal(bad.error.code, 'invalid_arguments');
-  assert.throws(() => new WorkerClient({ url: stack.worker.url, secret: stack.agentSecret, key: 'va_nope' }), /routing key/);
-  const down = new WorkerClient({ url: 'http://127.0.0.1:9', secret: 'x', key: apiKey, listTimeoutMs: 1000 });
+  assert.throws(() => new WorkerClient({ url: stack.worker.url, token: minted.agentToken, key: 'va_nope' }), /routing key/);
+  const down = new WorkerClient({ url: 'http://127.0.0.1:9', token: minted.agentToken, key: apiKey, listTimeoutMs: 1000 });
   await assert.rejects(down.listTools(), (e) => e instanceof WorkerError && e.code === 'unavailable');
-  assert.ok(!String(clientFor(apiKey)).includes(apiKey), 'the client never shows its key');
+  assert.ok(!String(clientFor(minted)).includes(apiKey), 'the client never shows its key');
 });
 
 test('a mode move swaps the tools and the instructions', async () => {
   const tab = await stack.tab();
   const agent = fakeAgent();
-  const ui = await uiTools(clientFor(tab.apiKey), { agent });
+  const ui = await uiTools(clientFor(tab), { agent });
   const stale = toolsOf(ui).CreateDiagram;
   const moved = await within(10000, run(toolsOf(ui).enter_review, {}), 'enter_review');
   assert.ok(moved !== undefined);
@@ -156,7 +163,7 @@ test('a mode move swaps the tools and the instructions', async () => {
 test('follow: a change seen by the long-poll replaces the tools', async () => {
   const tab = await stack.tab();
   const agent = fakeAgent();
-  const ui = await uiTools(clientFor(tab.apiKey), { agent });
+  const ui = await uiTools(clientFor(tab), { agent });
   const stop = new AbortController();
   const following = ui.follow(stop.signal, { waitMs: 5000 });
   try {
@@ -165,7 +172,7 @@ test('follow: a change seen by the long-poll replaces the tools', async () => {
     await eventually(() => !ui.toolset.names().includes('CreateDiagram'), 'the tools to follow the tab', 8000);
     assert.deepEqual(ui.toolset.names(), ['enter_help', 'enter_review', 'zoom']);
     // A move made by someone else (another client of the same session) is followed too.
-    const other = clientFor(tab.apiKey);
+    const other = clientFor(tab);
     assert.equal((await other.callTool('enter_review', {})).modeChanged, true);
     await eventually(() => ui.mode === 'review', 'the mode to follow', 8000);
     assert.ok(agent.given.at(-1).endsWith('Walk through the diagram.'));
@@ -178,7 +185,7 @@ test('follow: a change seen by the long-poll replaces the tools', async () => {
 test('cancellation: LiveKit\'s abort signal drops the call', async () => {
   let answer;
   const tab = await stack.tab({ zoom: () => new Promise((r) => { answer = r; }) });
-  const ui = await uiTools(clientFor(tab.apiKey));
+  const ui = await uiTools(clientFor(tab));
   const abort = new AbortController();
   const started = Date.now();
   const call = run(toolsOf(ui).zoom, { level: 2 }, abort.signal);

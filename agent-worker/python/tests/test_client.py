@@ -12,6 +12,8 @@ import pytest
 from voice_relay_agent import client as c
 
 KEY = "va_" + "ab" * 32
+#: A session token's shape (these tests never reach a relay that checks it).
+TOKEN = "header.payload.signature"
 
 
 def test_every_code_has_its_error_type() -> None:
@@ -112,18 +114,20 @@ def test_offer() -> None:
 
 
 async def test_timeouts_follow_the_tool() -> None:
-    async with c.WorkerClient("http://127.0.0.1:9", "s" * 20, KEY, margin_s=2.0) as wc:
+    async with c.WorkerClient("http://127.0.0.1:9", TOKEN, KEY, margin_s=2.0) as wc:
         spec = c.ToolSpec("t", "", {}, None, True, 120_000)
         assert wc.call_timeout_s(spec) == 122.0
         assert wc.call_timeout_s(None) == c.DEFAULT_CALL_TIMEOUT_MS / 1000 + 2.0
         assert KEY not in repr(wc)
 
 
-def test_bad_key_or_secret_refused() -> None:
+def test_bad_key_or_token_refused() -> None:
     with pytest.raises(ValueError):
-        c.WorkerClient("http://127.0.0.1:9", "secret", KEY.upper())
+        c.WorkerClient("http://127.0.0.1:9", TOKEN, KEY.upper())
     with pytest.raises(ValueError):
         c.WorkerClient("http://127.0.0.1:9", "", KEY)
+    with pytest.raises(ValueError):
+        c.WorkerClient("http://127.0.0.1:9", "a-server-secret-not-a-token", KEY)
 
 
 def closed_port() -> int:
@@ -134,7 +138,7 @@ def closed_port() -> int:
 
 
 async def test_unreachable_worker_is_unavailable() -> None:
-    async with c.WorkerClient(f"http://127.0.0.1:{closed_port()}", "s" * 20, KEY) as wc:
+    async with c.WorkerClient(f"http://127.0.0.1:{closed_port()}", TOKEN, KEY) as wc:
         async with asyncio.timeout(10):
             with pytest.raises(c.Unavailable) as e:
                 await wc.list_tools()

@@ -15,6 +15,8 @@ from voice_relay_agent.client import CallOutcome, ToolOffer, WorkerClient
 from voice_relay_agent.tools import BASE_INSTRUCTIONS, UiTools, compose_instructions
 
 KEY = "va_" + "cd" * 32
+#: A session token's shape (these tests never reach a relay that checks it).
+TOKEN = "header.payload.signature"
 
 # Shaped like GET /agent/tools; the tools are made up here (the real ones are only in the
 # worker's registry, and test_worker_api.py checks those against the running worker).
@@ -51,7 +53,7 @@ OFFER: dict[str, Any] = {
 
 
 def ui(url: str = "http://127.0.0.1:9") -> UiTools:
-    return UiTools(WorkerClient(url, "s" * 20, KEY))
+    return UiTools(WorkerClient(url, TOKEN, KEY))
 
 
 def test_function_tools_carry_the_worker_schemas_verbatim() -> None:
@@ -98,7 +100,7 @@ def test_instructions() -> None:
 
 async def test_a_failed_call_is_a_sentence_for_the_model() -> None:
     seen: list[CallOutcome] = []
-    tools = UiTools(WorkerClient("http://127.0.0.1:9", "s" * 20, KEY), on_tool=seen.append)
+    tools = UiTools(WorkerClient("http://127.0.0.1:9", TOKEN, KEY), on_tool=seen.append)
     tools.apply(ToolOffer.from_json(OFFER))
     spec = tools.offer.tools[0]
     async with asyncio.timeout(15):

@@ -1,9 +1,11 @@
 """The reference voice agent: LiveKit Agents (Python) with the agent worker's UI tools.
 
 ``python agent.py start|dev|connect --room R|console`` (or ``voice-relay-agent start``). It
-joins every new LiveKit room, waits for the user's tab (a participant whose metadata holds a
-valid ``va_`` key), and runs an ``AgentSession`` linked to it whose tools are the session
-mode's UI tools, from the agent worker through the ``voice_relay_agent`` library.
+registers under its agent name (``AGENT_NAME``) and is dispatched by the agent worker into the
+room of one user, with that user's identity and a session token for their key alone in the
+job's metadata (:class:`DispatchGrant`); it waits for that user, and runs an ``AgentSession``
+linked to them whose tools are the session mode's UI tools, from the agent worker through the
+``voice_relay_agent`` library. It holds no secret of the relay's: a job without a grant ends.
 
 Top to bottom: the models that the configuration names (read from the environment by
 ``config.py``, refused with every reason, exit 64, when it cannot work), the session in one
@@ -46,8 +48,8 @@ from livekit.agents import (
 from livekit.plugins import openai, silero
 from voice_relay_agent.agent import VoiceRelayAgent
 from voice_relay_agent.client import CallOutcome, ToolOffer, WorkerClient
+from voice_relay_agent.dispatch import DispatchGrant, wait_for_user
 from voice_relay_agent.errors import WorkerError
-from voice_relay_agent.keys import fingerprint, wait_for_keyed_participant
 from voice_relay_agent.tools import UiTools
 
 import config
@@ -218,18 +220,28 @@ async def fetch_offer(ui: UiTools) -> ToolOffer:
 async def run_session(
     ctx: JobContext, settings: config.Settings, pipeline: Pipeline, hooks: Hooks | None = None
 ) -> AgentSession[Any]:
-    """Joins the job's room and runs the agent for the first user with a key."""
+    """Joins the job's room and runs the agent for the user it was dispatched for.
+
+    The job's metadata names that user and holds a session token for their key alone; a job
+    without it (dispatched by anyone but the agent worker) ends at once.
+    """
     hooks = hooks or Hooks()
+    try:
+        grant = DispatchGrant.parse(ctx.job.metadata)
+    except ValueError as e:
+        logger.error("job refused: %s", e)
+        ctx.shutdown(reason="no dispatch grant")
+        raise
     await ctx.connect()
-    participant, key = await wait_for_keyed_participant(ctx.room)
-    fp = fingerprint(key)
+    participant = await wait_for_user(ctx.room, grant)
+    fp = grant.key_fingerprint
     logger.info("user %s joined with key %s", participant.identity, fp, extra={"key": fp})
     if hooks.on_key is not None:
         hooks.on_key(fp)
     if hooks.on_user is not None:
         hooks.on_user(participant)
 
-    client = WorkerClient(settings.worker_url, settings.agent_secret, key)
+    client = WorkerClient(settings.worker_url, grant.agent_token, grant.api_key)
     ctx.add_shutdown_callback(client.aclose)
     ui = UiTools(client, on_tool=hooks.on_tool)
     agent = VoiceRelayAgent(ui, await fetch_offer(ui))
@@ -286,7 +298,8 @@ def build_server(
     setup: Callable[[JobProcess], Any] | None = None,
     load_fnc: Callable[[], float] | None = None,
 ) -> AgentServer:
-    """An ``AgentServer`` dispatched into every new room (empty agent name).
+    """An ``AgentServer`` registered under ``settings.agent_name``: dispatched only when the
+    agent worker asks for it by that name, for one user.
 
     ``load_fnc`` tells LiveKit how busy this agent is (0 to 1); by default LiveKit Agents
     reports the machine's CPU use, and LiveKit's server sends no job to an agent whose load is
@@ -312,7 +325,7 @@ def build_server(
     if settings.drain_timeout_s is not None:
         kwargs["drain_timeout"] = settings.drain_timeout_s
     server = AgentServer(**kwargs)
-    server.rtc_session(session_entrypoint, agent_name="")
+    server.rtc_session(session_entrypoint, agent_name=settings.agent_name)
     return server
 
 
@@ -354,7 +367,7 @@ def check(argv: Sequence[str], *, require_llm: bool = True) -> tuple[config.Sett
 
 def describe(settings: config.Settings, notes: Sequence[str]) -> None:
     """One line per model (configured or not), on stderr."""
-    lines = [f"worker at {settings.worker_url}"]
+    lines = [f"worker at {settings.worker_url}, dispatched as {settings.agent_name}"]
     if settings.llm.model:
         lines.append(f"LLM {settings.llm.describe()}")
     if settings.stt is not None:
@@ -372,7 +385,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         settings, notes = check(args)
         describe(settings, notes)
     else:  # --help, download-files: no agent runs, nothing to check
-        settings = config.Settings(config.DEFAULT_WORKER_URL, "", config.Endpoint(""), None, None)
+        settings = config.Settings(
+            config.DEFAULT_WORKER_URL, config.DEFAULT_AGENT_NAME, config.Endpoint(""), None, None
+        )
     sys.argv = [sys.argv[0], *args]
     cli.run_app(build_server(settings, entrypoint, setup=prewarm))
 

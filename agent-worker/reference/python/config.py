@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 DEFAULT_WORKER_URL = "http://127.0.0.1:3002"
+#: The agent's name unless AGENT_NAME says otherwise (the worker's WORKER_AGENT_NAME must match).
+DEFAULT_AGENT_NAME = "voice-relay-agent"
 
 #: Models used against api.openai.com when no model is named. A custom base URL needs one.
 OPENAI_LLM_MODEL = "gpt-4.1-mini"
@@ -62,7 +64,9 @@ class EspeakSettings:
 @dataclass(frozen=True)
 class Settings:
     worker_url: str
-    agent_secret: str = field(repr=False)
+    #: The name the agent registers under: LiveKit dispatches it only when asked for it by
+    #: name (the agent worker's WORKER_AGENT_NAME), for one user at a time.
+    agent_name: str
     llm: Endpoint
     stt: Endpoint | None
     tts: Endpoint | EspeakSettings | None
@@ -169,7 +173,7 @@ def load(
 ) -> tuple[Settings, list[str]]:
     """Settings from ``env`` (default ``os.environ``) and the notes on what is missing.
 
-    Raises :class:`ConfigError` with every problem found: a missing agent secret, a
+    Raises :class:`ConfigError` with every problem found: a secret the agent must not hold, a
     missing LLM (unless ``require_llm`` is false: a caller that brings its own model),
     malformed values.
     """
@@ -181,12 +185,15 @@ def load(
     if not worker_url.startswith(("http://", "https://")):
         problems.append(f"WORKER_URL={worker_url!r} is not an http(s) URL")
 
-    secrets = [s.strip() for s in (_get(env, "RELAY_AGENT_SECRET") or "").split(",") if s.strip()]
-    if not secrets:
-        problems.append(
-            "RELAY_AGENT_SECRET is not set: the agent cannot use the worker's tools "
-            "(use the same value as the relay and the worker)"
-        )
+    for held in ("RELAY_AGENT_SECRET", "RELAY_WORKER_SECRET", "RELAY_OPERATOR_SECRET"):
+        if _get(env, held) is not None:
+            problems.append(
+                f"{held} is set: the agent holds no secret of the relay's; each job gets a "
+                "session token for its one user in its dispatch (unset it here)"
+            )
+    agent_name = _get(env, "AGENT_NAME") or DEFAULT_AGENT_NAME
+    if len(agent_name) > 128 or not all(c.isalnum() or c in "-_." for c in agent_name):
+        problems.append(f"AGENT_NAME={agent_name!r} must be letters, digits, '-', '_' or '.'")
 
     llm = _endpoint(env, "AGENT_LLM", OPENAI_LLM_MODEL, problems)
     if llm is None and require_llm:
@@ -261,7 +268,7 @@ def load(
 
     settings = Settings(
         worker_url=worker_url,
-        agent_secret=secrets[0] if secrets else "",
+        agent_name=agent_name,
         llm=llm or Endpoint(model=""),
         stt=stt,
         tts=tts,

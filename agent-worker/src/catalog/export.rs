@@ -41,6 +41,10 @@ pub struct Target<'a> {
 /// the `/token` answer and of Vapi's `call.metadata`).
 pub const KEY_VARIABLE: &str = "apiKey";
 
+/// The ElevenLabs dynamic variable that holds `Bearer ` and the conversation's session token: a
+/// `secret__` variable, which ElevenLabs never puts in the model's prompt.
+pub const AUTHORIZATION_VARIABLE: &str = "secret__agentAuthorization";
+
 /// `{{apiKey}}`: how a platform's request headers read the tab's key from the conversation's
 /// variables.
 pub fn key_placeholder() -> String {
@@ -220,8 +224,9 @@ fn elevenlabs(tool: &Exported<'_>, base: &str) -> Value {
             "url": format!("{base}/agent/tools/{}", tool.name()),
             "method": "POST",
             "request_headers": {
-                // Replace with the agent secret, kept as a workspace secret of the platform.
-                "Authorization": "Bearer AGENT_SECRET",
+                // The conversation's own session token, a secret dynamic variable (never shown
+                // to the model), set when the conversation starts.
+                "Authorization": format!("{{{{{AUTHORIZATION_VARIABLE}}}}}"),
                 "X-Voice-Agent-Key": key_placeholder(),
             },
             "request_body_schema": tool.parameters(),

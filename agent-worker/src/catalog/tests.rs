@@ -371,6 +371,11 @@ fn exports_for_platforms_that_keep_their_own_tools() {
         eleven[0]["api_schema"]["request_headers"]["X-Voice-Agent-Key"],
         "{{apiKey}}"
     );
+    // The conversation's own session token, never a server's secret.
+    assert_eq!(
+        eleven[0]["api_schema"]["request_headers"]["Authorization"],
+        "{{secret__agentAuthorization}}"
+    );
     // The formats that call the worker back need its URL; a mode must exist.
     let no_url = export(&catalog, Format::Vapi, &Target::default()).unwrap_err();
     assert!(no_url.to_string().contains("--worker-url"), "{no_url}");

@@ -8,7 +8,6 @@ use clap::{Args, Parser, Subcommand};
 use relay_wire::Secret;
 
 use crate::catalog::export::Format;
-use crate::serve::mcp::McpConfig;
 
 /// Exit status for a configuration error (EX_USAGE).
 pub const EXIT_CONFIG: u8 = 64;
@@ -28,7 +27,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// How to reach the relay. Not `Debug`: it holds the raw secret.
+/// How to reach the relay, and with what. Not `Debug`: it holds raw secrets.
 #[derive(Args, Clone)]
 pub struct RelayArgs {
     /// The relay's base URL.
@@ -39,14 +38,37 @@ pub struct RelayArgs {
         global = true
     )]
     pub relay_url: String,
-    /// The agent secret (the first one when a comma-separated list is given).
+    /// The worker's credential (`serve`): it mints session tokens for the users whose rooms it
+    /// follows, reads their keys' state, tells their modes and revokes a key when its user
+    /// leaves. The first of a comma-separated list is sent.
+    #[arg(
+        long,
+        env = "RELAY_WORKER_SECRET",
+        hide_env_values = true,
+        global = true
+    )]
+    pub worker_secret: Option<String>,
+    /// The operators' credential: `/sessions` and `/debug` of `serve` take it, and `call` and
+    /// `demo` mint a session token for the key with it when none is given.
+    #[arg(
+        long,
+        env = "RELAY_OPERATOR_SECRET",
+        hide_env_values = true,
+        global = true
+    )]
+    pub operator_secret: Option<String>,
+    /// A session token for the key (`call`, `demo`): used as it is, nothing minted.
+    #[arg(long, env = "VOICE_AGENT_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    /// The single agent secret of earlier versions: no longer read (a configuration error).
     #[arg(
         long,
         env = "RELAY_AGENT_SECRET",
         hide_env_values = true,
+        hide = true,
         global = true
     )]
-    pub agent_secret: Option<String>,
+    pub legacy_agent_secret: Option<String>,
 }
 
 /// The catalog a command uses.
@@ -134,9 +156,15 @@ pub struct ServeArgs {
     /// LiveKit API secret.
     #[arg(long, env = "LIVEKIT_API_SECRET", hide_env_values = true)]
     pub livekit_api_secret: Option<String>,
-    /// Shared secret Vapi sends in `X-Vapi-Secret`; unset disables the Vapi webhook.
+    /// The secret of the Vapi webhook's HMAC credential: each message is signed over its
+    /// timestamp and body (`x-signature`, `x-timestamp`); unset disables the Vapi webhook.
     #[arg(long, env = "VAPI_SECRET", hide_env_values = true)]
     pub vapi_secret: Option<String>,
+    /// The LiveKit agent name to dispatch for each user who joins a room with a key (explicit
+    /// dispatch, with the user's session token in the dispatch's metadata); unset dispatches
+    /// none (an agent on another platform, or one dispatched by the app).
+    #[arg(long, env = "WORKER_AGENT_NAME")]
+    pub agent_name: Option<String>,
     /// Log format: `text` or `json`.
     #[arg(long, env = "WORKER_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
@@ -206,189 +234,91 @@ fn without_empty_env(mut command: clap::Command) -> clap::Command {
 pub struct ConfigError(pub String);
 
 /// Shortest secret accepted, as for the relay.
-const MIN_SECRET_LEN: usize = 16;
+pub(super) const MIN_SECRET_LEN: usize = 16;
 
-fn present(v: &Option<String>) -> Option<String> {
+pub(super) fn present(v: &Option<String>) -> Option<String> {
     v.as_deref()
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
 }
 
-/// The agent secret the worker sends (the first of the list), or the reason it is missing.
-pub fn agent_secret(relay: &RelayArgs) -> Result<Secret, ConfigError> {
-    Ok(agent_secrets(relay)?.remove(0))
-}
-
-/// Every agent secret of the list (rotation: callers of the worker may present any), the one
-/// the worker sends first; or the reason they are missing.
-pub fn agent_secrets(relay: &RelayArgs) -> Result<Vec<Secret>, ConfigError> {
-    let raw = present(&relay.agent_secret)
-        .ok_or_else(|| ConfigError("RELAY_AGENT_SECRET is required".into()))?;
+/// A comma-separated list of secrets named `name`, each at least [`MIN_SECRET_LEN`] long.
+fn secret_list(name: &str, raw: &str) -> Result<Vec<Secret>, ConfigError> {
     let all: Vec<&str> = raw
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .collect();
+    if all.iter().any(|s| s.starts_with("replace-me")) {
+        return Err(ConfigError(format!(
+            "{name} is still the example's placeholder: put the secret there"
+        )));
+    }
     if all.is_empty() || all.iter().any(|s| s.len() < MIN_SECRET_LEN) {
         return Err(ConfigError(format!(
-            "RELAY_AGENT_SECRET is shorter than {MIN_SECRET_LEN} characters"
+            "{name} is shorter than {MIN_SECRET_LEN} characters"
         )));
+    }
+    Ok(all.into_iter().map(Secret::new).collect())
+}
+
+/// The relay's URL, and no secret of earlier versions; the reason otherwise.
+fn check_relay(relay: &RelayArgs) -> Result<(), ConfigError> {
+    if present(&relay.legacy_agent_secret).is_some() {
+        return Err(ConfigError(
+            "RELAY_AGENT_SECRET is no longer read: the worker holds RELAY_WORKER_SECRET, operators \
+             RELAY_OPERATOR_SECRET, and agents a session token for one key each \
+             (docs/security.md)"
+                .into(),
+        ));
     }
     if !(relay.relay_url.starts_with("http://") || relay.relay_url.starts_with("https://")) {
         return Err(ConfigError(
             "RELAY_URL must start with http:// or https://".into(),
         ));
     }
-    Ok(all.into_iter().map(Secret::new).collect())
+    Ok(())
 }
 
-/// Validated settings of `serve`.
-#[derive(Debug, Clone)]
-pub struct ServeConfig {
-    pub addr: SocketAddr,
-    pub livekit_api_key: String,
-    pub livekit_api_secret: Secret,
-    pub vapi_secret: Option<Secret>,
-    pub agent_secret: Secret,
-    /// Every secret a caller of the worker may present (the list, for rotation).
-    pub accepted_agent_secrets: Vec<Secret>,
-    pub json_logs: bool,
-    /// LiveKit's HTTP(S) base URL for RoomService, when rooms are read.
-    pub livekit_http_url: Option<String>,
-    pub room_sync: Option<std::time::Duration>,
-    pub state_file: Option<std::path::PathBuf>,
-    pub mcp: McpConfig,
-    pub page_tools: bool,
+/// Every secret of the worker's credential (rotation), the one the worker sends first; or the
+/// reason they are missing.
+pub fn worker_secrets(relay: &RelayArgs) -> Result<Vec<Secret>, ConfigError> {
+    check_relay(relay)?;
+    let raw = present(&relay.worker_secret).ok_or_else(|| {
+        ConfigError("RELAY_WORKER_SECRET is required: the worker's credential at the relay".into())
+    })?;
+    secret_list("RELAY_WORKER_SECRET", &raw)
 }
 
-/// A comma-separated list, trimmed, without empty items.
-fn list(raw: &str) -> Vec<String> {
-    raw.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The MCP endpoint's hosts and origins, or the reason they are wrong.
-fn mcp_config(serve: &ServeArgs) -> Result<McpConfig, String> {
-    let mut config = McpConfig::default();
-    if let Some(raw) = present(&serve.mcp_allowed_hosts) {
-        let hosts = list(&raw);
-        config.allowed_hosts = if hosts.iter().any(|h| h == "*") {
-            Vec::new()
-        } else {
-            hosts
-        };
-        if let Some(bad) = config
-            .allowed_hosts
-            .iter()
-            .find(|h| h.contains('/') || h.contains(char::is_whitespace))
-        {
-            return Err(format!(
-                "WORKER_MCP_ALLOWED_HOSTS takes host names or host:port, not {bad:?}"
-            ));
-        }
-    }
-    if let Some(raw) = present(&serve.mcp_allowed_origins) {
-        let origins = list(&raw);
-        if origins.iter().any(|o| o == "*") {
-            config.allowed_origins = None;
-        } else {
-            if let Some(bad) = origins
-                .iter()
-                .find(|o| *o != "null" && !(o.starts_with("http://") || o.starts_with("https://")))
-            {
-                return Err(format!(
-                    "WORKER_MCP_ALLOWED_ORIGINS takes origins such as https://app.example.com:443, not {bad:?}"
-                ));
-            }
-            config.allowed_origins = Some(origins);
-        }
-    }
-    Ok(config)
-}
-
-impl ServeConfig {
-    pub fn from_args(relay: &RelayArgs, serve: &ServeArgs) -> Result<Self, ConfigError> {
-        let mut problems = Vec::new();
-        let agents = agent_secrets(relay).map_err(|e| problems.push(e.0)).ok();
-        let livekit_http_url = match present(&serve.livekit_url) {
-            None => None,
-            Some(url) => match livekit_http_url(&url) {
-                Some(http) => Some(http),
-                None => {
-                    problems.push(format!(
-                        "LIVEKIT_URL must start with ws://, wss://, http:// or https://, not {url:?}"
-                    ));
-                    None
-                }
-            },
-        };
-        let room_sync = (serve.room_sync_secs > 0 && livekit_http_url.is_some())
-            .then(|| std::time::Duration::from_secs(serve.room_sync_secs));
-        let key = present(&serve.livekit_api_key);
-        if key.is_none() {
-            problems.push("LIVEKIT_API_KEY is required to verify LiveKit webhooks".into());
-        }
-        let secret = present(&serve.livekit_api_secret);
-        if secret.is_none() {
-            problems.push("LIVEKIT_API_SECRET is required to verify LiveKit webhooks".into());
-        }
-        let vapi = present(&serve.vapi_secret);
-        if vapi.as_ref().is_some_and(|v| v.len() < MIN_SECRET_LEN) {
-            problems.push(format!(
-                "VAPI_SECRET is shorter than {MIN_SECRET_LEN} characters"
-            ));
-        }
-        let mcp = mcp_config(serve).map_err(|e| problems.push(e)).ok();
-        let json_logs = match serve.log_format.as_str() {
-            "json" => true,
-            "text" => false,
-            other => {
-                problems.push(format!(
-                    "WORKER_LOG_FORMAT must be text or json, not {other:?}"
-                ));
-                false
-            }
-        };
-        match (agents, key, secret, mcp) {
-            (Some(agents), Some(livekit_api_key), Some(secret), Some(mcp))
-                if problems.is_empty() =>
-            {
-                Ok(ServeConfig {
-                    addr: serve.addr,
-                    livekit_api_key,
-                    livekit_api_secret: Secret::new(secret),
-                    vapi_secret: vapi.map(Secret::new),
-                    agent_secret: agents[0].clone(),
-                    accepted_agent_secrets: agents,
-                    json_logs,
-                    livekit_http_url,
-                    room_sync,
-                    state_file: serve.state_file.clone(),
-                    mcp,
-                    page_tools: serve.page_tools,
-                })
-            }
-            _ => Err(ConfigError(problems.join("; "))),
-        }
+/// Every secret of the operators' credential (empty when none is configured).
+pub fn operator_secrets(relay: &RelayArgs) -> Result<Vec<Secret>, ConfigError> {
+    match present(&relay.operator_secret) {
+        Some(raw) => secret_list("RELAY_OPERATOR_SECRET", &raw),
+        None => Ok(Vec::new()),
     }
 }
 
-/// The HTTP base URL of a LiveKit server given as LiveKit's clients take it (`ws://`, `wss://`),
-/// or already as HTTP.
-pub fn livekit_http_url(url: &str) -> Option<String> {
-    let url = url.trim().trim_end_matches('/');
-    if let Some(rest) = url.strip_prefix("ws://") {
-        Some(format!("http://{rest}"))
-    } else if let Some(rest) = url.strip_prefix("wss://") {
-        Some(format!("https://{rest}"))
-    } else if url.starts_with("http://") || url.starts_with("https://") {
-        Some(url.to_owned())
-    } else {
-        None
+/// What `call` and `demo` act with: a session token given as it is, or the operators'
+/// credential, which mints one (and reads the tab).
+pub enum CliCredential {
+    Token(Secret),
+    Operator(Secret),
+}
+
+/// [`CliCredential`] from the command line and environment, or the reason there is none.
+pub fn cli_credential(relay: &RelayArgs) -> Result<CliCredential, ConfigError> {
+    check_relay(relay)?;
+    if let Some(token) = present(&relay.token) {
+        return Ok(CliCredential::Token(Secret::new(token)));
+    }
+    match operator_secrets(relay)?.into_iter().next() {
+        Some(operator) => Ok(CliCredential::Operator(operator)),
+        None => Err(ConfigError(
+            "a session token for the key (VOICE_AGENT_TOKEN or --token) or the operators' \
+             credential to mint one (RELAY_OPERATOR_SECRET) is required"
+                .into(),
+        )),
     }
 }
 
@@ -403,91 +333,61 @@ mod tests {
     }
 
     #[test]
-    fn serve_needs_its_secrets() {
-        let cli = parse(&["check-config"]);
-        let Command::CheckConfig(serve) = &cli.command else {
-            panic!()
-        };
-        let err = ServeConfig::from_args(&cli.relay, serve)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("RELAY_AGENT_SECRET is required"), "{err}");
-        assert!(err.contains("LIVEKIT_API_KEY"), "{err}");
+    fn the_examples_placeholder_is_refused() {
         let cli = parse(&[
-            "--agent-secret",
-            "0123456789abcdef0",
-            "check-config",
-            "--livekit-api-key",
-            "devkey",
-            "--livekit-api-secret",
-            "secret",
-            "--vapi-secret",
-            "short",
+            "--worker-secret",
+            "replace-me-with-the-relays-worker-secret",
+            "demo",
+            "k",
         ]);
-        let Command::CheckConfig(serve) = &cli.command else {
-            panic!()
-        };
-        let err = ServeConfig::from_args(&cli.relay, serve)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("VAPI_SECRET is shorter"), "{err}");
-        assert!(!err.contains("short\""), "{err}");
-    }
-
-    #[test]
-    fn mcp_hosts_and_origins() {
-        let base = [
-            "--agent-secret",
-            "0123456789abcdef0",
-            "check-config",
-            "--livekit-api-key",
-            "devkey",
-            "--livekit-api-secret",
-            "secret",
-        ];
-        let config = |extra: &[&str]| {
-            let mut args = base.to_vec();
-            args.extend_from_slice(extra);
-            let cli = parse(&args);
-            let Command::CheckConfig(serve) = &cli.command else {
-                panic!()
-            };
-            ServeConfig::from_args(&cli.relay, serve).map(|c| c.mcp)
-        };
-        assert_eq!(config(&[]).unwrap(), McpConfig::default());
-        let custom = config(&[
-            "--mcp-allowed-hosts",
-            "worker, worker:3002",
-            "--mcp-allowed-origins",
-            "https://app.example.com:443",
-        ])
-        .unwrap();
-        assert_eq!(custom.allowed_hosts, ["worker", "worker:3002"]);
-        assert_eq!(
-            custom.allowed_origins,
-            Some(vec!["https://app.example.com:443".to_owned()])
+        let err = worker_secrets(&cli.relay).err().unwrap().to_string();
+        assert!(
+            err.contains("RELAY_WORKER_SECRET is still the example's placeholder"),
+            "{err}"
         );
-        let open = config(&["--mcp-allowed-hosts", "*", "--mcp-allowed-origins", "*"]).unwrap();
-        assert!(open.allowed_hosts.is_empty());
-        assert_eq!(open.allowed_origins, None);
-        let err = config(&["--mcp-allowed-origins", "app.example.com"])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("WORKER_MCP_ALLOWED_ORIGINS"), "{err}");
-        assert!(config(&["--mcp-allowed-hosts", "http://x"]).is_err());
     }
 
     #[test]
-    fn first_of_several_agent_secrets_is_used() {
+    fn first_of_several_worker_secrets_is_used() {
         let cli = parse(&[
-            "--agent-secret",
+            "--worker-secret",
             " aaaaaaaaaaaaaaaaaaaa , bbbbbbbbbbbbbbbbbbbb",
             "demo",
             "k",
         ]);
         assert_eq!(
-            agent_secret(&cli.relay).unwrap().expose(),
+            worker_secrets(&cli.relay).unwrap()[0].expose(),
             "aaaaaaaaaaaaaaaaaaaa"
+        );
+    }
+
+    #[test]
+    fn the_cli_acts_with_a_token_or_the_operators_credential() {
+        let cli = parse(&["demo", "k"]);
+        let err = cli_credential(&cli.relay).err().unwrap().to_string();
+        assert!(err.contains("VOICE_AGENT_TOKEN"), "{err}");
+        let cli = parse(&["--operator-secret", "cccccccccccccccccccc", "demo", "k"]);
+        assert!(matches!(
+            cli_credential(&cli.relay),
+            Ok(CliCredential::Operator(_))
+        ));
+        let cli = parse(&[
+            "--token",
+            "a.b.c",
+            "--operator-secret",
+            "cccccccccccccccccccc",
+            "demo",
+            "k",
+        ]);
+        assert!(matches!(
+            cli_credential(&cli.relay),
+            Ok(CliCredential::Token(_))
+        ));
+        let cli = parse(&["--legacy-agent-secret", "dddddddddddddddddddd", "demo", "k"]);
+        let err = cli_credential(&cli.relay).err().unwrap().to_string();
+        assert!(
+            err.contains("RELAY_AGENT_SECRET is no longer read"),
+            "{err}"
         );
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod config;
 mod serve;
+pub mod serve_config;
 
 use std::process::ExitCode;
 
@@ -15,7 +16,10 @@ use crate::catalog::export::{self, Target};
 use crate::client::{CallOptions, ClientConfig, RelayClient};
 use crate::demo;
 use crate::error::{Code, ToolError};
-use config::{CatalogCommand, Cli, Command, EXIT_CONFIG, ServeConfig, agent_secret};
+use config::{CatalogCommand, Cli, CliCredential, Command, EXIT_CONFIG, cli_credential};
+use relay_wire::Secret;
+use relay_wire::session::SessionRequest;
+use serve_config::ServeConfig;
 
 fn config_error(err: impl std::fmt::Display) -> ExitCode {
     eprintln!("agent-worker: {err}");
@@ -37,12 +41,30 @@ fn catalog(cli: &Cli) -> Result<Catalog, ExitCode> {
     })
 }
 
-fn client(cli: &Cli) -> Result<RelayClient, ExitCode> {
-    let secret = agent_secret(&cli.relay).map_err(config_error)?;
-    RelayClient::new(ClientConfig::new(&cli.relay.relay_url, secret)).map_err(|e| {
-        eprintln!("agent-worker: {e}");
-        ExitCode::FAILURE
-    })
+/// The relay client of `call` and `demo`, and the session token they act on `api_key` with:
+/// the one given, or one the operators' credential mints for that key alone. The client holds
+/// that token too, so what it reads and sets of the tab (its state, its mode) is what the token
+/// may, and the operators' credential serves only to mint it.
+async fn acting_on(cli: &Cli, api_key: &str) -> Result<(RelayClient, String), ExitCode> {
+    let client = |credential: Secret| {
+        RelayClient::new(ClientConfig::new(&cli.relay.relay_url, credential)).map_err(|e| {
+            eprintln!("agent-worker: {e}");
+            ExitCode::FAILURE
+        })
+    };
+    let token = match cli_credential(&cli.relay).map_err(config_error)? {
+        CliCredential::Token(token) => token,
+        CliCredential::Operator(operator) => {
+            match client(operator)?
+                .mint_session(&SessionRequest::for_key(api_key))
+                .await
+            {
+                Ok(session) => Secret::new(session.token),
+                Err(e) => return Err(fail(&e)),
+            }
+        }
+    };
+    Ok((client(token.clone())?, token.expose().to_owned()))
 }
 
 /// rmcp logs every session, request and notification at `info`, some as whole Debug dumps of
@@ -102,11 +124,11 @@ pub async fn run(cli: Cli) -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            let client = match client(&cli) {
-                Ok(c) => c,
+            init_tracing(false, "warn");
+            let (client, token) = match acting_on(&cli, api_key).await {
+                Ok(acting) => acting,
                 Err(code) => return code,
             };
-            init_tracing(false, "warn");
             let params: Option<Value> = match params.as_deref().map(serde_json::from_str) {
                 None => None,
                 Some(Ok(v)) => Some(v),
@@ -140,7 +162,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 ),
             }
             match client
-                .call(api_key, tool_name, params.as_ref(), &options)
+                .call(&token, api_key, tool_name, params.as_ref(), &options)
                 .await
             {
                 Ok(ok) => {
@@ -166,16 +188,16 @@ pub async fn run(cli: Cli) -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            let client = match client(&cli) {
-                Ok(c) => c,
+            init_tracing(false, "warn");
+            let (client, token) = match acting_on(&cli, api_key).await {
+                Ok(acting) => acting,
                 Err(code) => return code,
             };
-            init_tracing(false, "warn");
             // The tab's own page tools (the demo page's set_theme) are shown too: the demo runs
             // against the user's own tab.
             let worker = Worker::with_catalog(client, catalog, true);
             let mut out = std::io::stdout();
-            match demo::run(&worker, api_key, &mut out).await {
+            match demo::run(&worker, api_key, &token, &mut out).await {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(_) => ExitCode::FAILURE,
             }

@@ -4,31 +4,78 @@
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use crate::Worker;
 use crate::catalog::Catalog;
 use crate::client::{ClientConfig, RelayClient};
+use crate::serve::dispatch::Dispatcher;
+use crate::serve::kept::StateFile;
 use crate::serve::{ServeState, rooms, serve};
 
-use super::config::{Cli, ServeConfig};
+/// How often what expires (verified tokens, MCP sessions' owners, Vapi's replay memory) is
+/// swept.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+use super::config::Cli;
+use super::serve_config::ServeConfig;
 
 pub async fn run(cli: &Cli, config: ServeConfig, catalog: Catalog) -> anyhow::Result<()> {
     let client = RelayClient::new(ClientConfig::new(
         &cli.relay.relay_url,
-        config.agent_secret.clone(),
+        config.worker_secret.clone(),
     ))?;
     let summary = catalog.summary();
     let mut state = ServeState::new(
-        Worker::with_catalog(client, catalog, config.page_tools),
+        Worker::with_catalog(client.clone(), catalog, config.page_tools),
         &config.livekit_api_key,
         &config.livekit_api_secret,
         config.vapi_secret.as_ref(),
-        &config.accepted_agent_secrets,
+        &config.operator_secrets,
     )
     .with_mcp(config.mcp.clone());
+    match (&config.agent_name, &config.livekit_http_url) {
+        (Some(name), Some(url)) => {
+            tracing::info!(agent = %name, "an agent is dispatched for each user who joins with a key");
+            state = state.with_dispatcher(Dispatcher::new(
+                name,
+                url,
+                &config.livekit_api_key,
+                &config.livekit_api_secret,
+                client,
+            ));
+        }
+        (Some(_), None) => {
+            tracing::warn!(
+                "WORKER_AGENT_NAME is set but LIVEKIT_URL is not: no agent is dispatched"
+            )
+        }
+        _ => {}
+    }
     if let Some(path) = &config.state_file {
-        state = state.with_state_file(rooms::StateFile(path.clone()));
+        state = state.with_state_file(StateFile(path.clone()));
     }
     let state = Arc::new(state);
+    // The relay's session keys, fetched until they are (the relay may start after the worker).
+    let keys = tokio::spawn({
+        let state = state.clone();
+        async move {
+            let mut wait = Duration::from_millis(200);
+            while !state.keyring.fetch().await {
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(5));
+            }
+        }
+    });
+    let sweeper = tokio::spawn({
+        let state = state.clone();
+        async move {
+            loop {
+                tokio::time::sleep(SWEEP_EVERY).await;
+                state.sweep();
+            }
+        }
+    });
     let listener = tokio::net::TcpListener::bind(config.addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.addr))?;
@@ -70,6 +117,8 @@ pub async fn run(cli: &Cli, config: ServeConfig, catalog: Catalog) -> anyhow::Re
     let reloads = tokio::spawn(reload_on_hangup(state.clone(), cli.catalog.catalog.clone()));
     serve(listener, state, signal()).await?;
     reloads.abort();
+    keys.abort();
+    sweeper.abort();
     if let Some(task) = sync {
         task.abort();
     }

@@ -2,15 +2,24 @@
 //! failures that reuse one `Idempotency-Key` (so a retry can never emit a tool call twice), and
 //! every failure as a [`ToolError`] value that can be handed to an LLM.
 //!
+//! Two credentials: a tool call (and its cancel) carries the agent's session token, which
+//! reaches one key's tab only; what the worker does for every session (minting a session token,
+//! reading a key's state, telling it the mode, revoking it when its user left) carries the
+//! client's own server credential (`RELAY_WORKER_SECRET`, or an operator's).
+//!
 //! ```no_run
 //! use agent_worker::client::{CallOptions, ClientConfig, RelayClient};
 //! use relay_wire::Secret;
+//! use relay_wire::session::SessionRequest;
 //! use serde_json::json;
 //!
 //! # async fn example() -> Result<(), agent_worker::client::ToolError> {
-//! let secret = Secret::new(std::env::var("RELAY_AGENT_SECRET").unwrap_or_default());
+//! let secret = Secret::new(std::env::var("RELAY_WORKER_SECRET").unwrap_or_default());
 //! let relay = RelayClient::new(ClientConfig::new("http://127.0.0.1:3001", secret))?;
 //! let key = "va_…"; // the tab's key, from the user participant's metadata
+//!
+//! // A session token for that key only: what an agent holds.
+//! let session = relay.mint_session(&SessionRequest::for_key(key)).await?;
 //!
 //! // Wait for the user's pick (up to two minutes).
 //! let options = CallOptions {
@@ -19,13 +28,13 @@
 //!     ..CallOptions::default()
 //! };
 //! let params = json!({"positionLabel": "Past", "promptRole": "What led here"});
-//! match relay.call(key, "draw_card", Some(&params), &options).await {
+//! match relay.call(&session.token, key, "draw_card", Some(&params), &options).await {
 //!     Ok(ok) => println!("picked: {}", ok.result.unwrap_or_default()),
 //!     Err(e) if e.is(relay_wire::ErrorCode::TabOffline) => println!("no tab came back"),
 //!     Err(e) => println!("say: {}", e.speech()),
 //! }
 //!
-//! // Is the tab there? Revoke its key when the session ends.
+//! // Is the tab there? Revoke its key when its user leaves.
 //! let status = relay.key_state(key).await?;
 //! relay.revoke(key).await?;
 //! # let _ = status;
@@ -37,6 +46,7 @@ use std::time::Duration;
 
 use rand::RngCore;
 use relay_wire::Fp;
+use relay_wire::session::{SESSION_KEYS_PATH, SessionEnded, SessionRequest, SessionResponse};
 use relay_wire::{
     ErrorBody, ErrorCode, KeyStatus, RevokeResponse, Secret, ToolCallResponse, headers,
 };
@@ -87,7 +97,9 @@ struct CallBody<'a> {
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
     pub relay_url: String,
-    pub agent_secret: Secret,
+    /// What the client presents for requests of its own (not tool calls): the worker's or an
+    /// operator's secret.
+    pub credential: Secret,
     /// Extra attempts after a transport failure or a 503.
     pub retries: u32,
     /// Wait before the first retry; doubled for each further one.
@@ -99,10 +111,10 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
-    pub fn new(relay_url: &str, agent_secret: Secret) -> Self {
+    pub fn new(relay_url: &str, credential: Secret) -> Self {
         ClientConfig {
             relay_url: relay_url.trim_end_matches('/').to_owned(),
-            agent_secret,
+            credential,
             retries: 2,
             backoff: Duration::from_millis(100),
             default_timeout: Duration::from_secs(15),
@@ -111,8 +123,9 @@ impl ClientConfig {
     }
 }
 
-/// The relay's HTTP API for agents: tool calls, cancel, key state and revoke, with the agent
-/// secret. Cheap to clone (one connection pool shared by the clones).
+/// The relay's HTTP API: tool calls and cancel with an agent's session token; session tokens,
+/// key state, mode and revoke with the client's credential. Cheap to clone (one connection
+/// pool shared by the clones).
 #[derive(Clone)]
 pub struct RelayClient {
     http: reqwest::Client,
@@ -140,9 +153,11 @@ impl RelayClient {
         &self.config.relay_url
     }
 
-    /// Sends one tool call. `params` must already be valid JSON; it is sent as is.
+    /// Sends one tool call with the agent's session `token`. `params` must already be valid
+    /// JSON; it is sent as is.
     pub async fn call(
         &self,
+        token: &str,
         api_key: &str,
         tool_name: &str,
         params: Option<&Value>,
@@ -173,6 +188,7 @@ impl RelayClient {
         // at the relay, so the tab is not left holding it.
         let mut unanswered = CancelOnDrop {
             client: self,
+            token,
             api_key,
             idempotency_key: &idem,
             armed: true,
@@ -183,7 +199,7 @@ impl RelayClient {
             let sent = self
                 .http
                 .post(&url)
-                .bearer_auth(self.config.agent_secret.expose())
+                .bearer_auth(token)
                 .header(headers::IDEMPOTENCY_KEY, &idem)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .timeout(call_timeout + self.config.http_margin)
@@ -208,14 +224,20 @@ impl RelayClient {
         outcome
     }
 
-    /// Cancels the call sent with `idempotency_key` for `api_key`, if it still runs at the
-    /// relay (the tab is told `voice-agent:cancel`). True when a running call was cancelled.
-    pub async fn cancel(&self, api_key: &str, idempotency_key: &str) -> Result<bool, ToolError> {
+    /// Cancels the call sent with `idempotency_key` for `api_key` (with the session `token` it
+    /// was sent with), if it still runs at the relay (the tab is told `voice-agent:cancel`).
+    /// True when a running call was cancelled.
+    pub async fn cancel(
+        &self,
+        token: &str,
+        api_key: &str,
+        idempotency_key: &str,
+    ) -> Result<bool, ToolError> {
         let url = format!("{}/api/voice-agent/tool-call/cancel", self.config.relay_url);
         let response = self
             .http
             .post(url)
-            .bearer_auth(self.config.agent_secret.expose())
+            .bearer_auth(token)
             .header(headers::IDEMPOTENCY_KEY, idempotency_key)
             .json(&serde_json::json!({ "apiKey": api_key }))
             .timeout(SHORT_TIMEOUT)
@@ -245,7 +267,55 @@ impl RelayClient {
         let response = self
             .http
             .request(method, url)
-            .bearer_auth(self.config.agent_secret.expose())
+            .bearer_auth(self.config.credential.expose())
+            .timeout(SHORT_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| transport_error(&e))?;
+        read_json(response).await
+    }
+
+    /// A session token for one key (the worker's or an operator's credential mints it).
+    pub async fn mint_session(
+        &self,
+        request: &SessionRequest,
+    ) -> Result<SessionResponse, ToolError> {
+        let url = format!("{}/api/voice-agent/sessions", self.config.relay_url);
+        let response = self
+            .http
+            .post(url)
+            .bearer_auth(self.config.credential.expose())
+            .json(request)
+            .timeout(SHORT_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| transport_error(&e))?;
+        read_json(response).await
+    }
+
+    /// Ends one agent session at the relay: its token is refused from now on.
+    pub async fn end_session(&self, session_id: &str) -> Result<(), ToolError> {
+        let url = format!(
+            "{}/api/voice-agent/sessions/{session_id}",
+            self.config.relay_url
+        );
+        let response = self
+            .http
+            .delete(url)
+            .bearer_auth(self.config.credential.expose())
+            .timeout(SHORT_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| transport_error(&e))?;
+        read_json::<SessionEnded>(response).await.map(drop)
+    }
+
+    /// The public keys that verify session tokens (the relay's JWKS).
+    pub async fn session_keys(&self) -> Result<jsonwebtoken::jwk::JwkSet, ToolError> {
+        let url = format!("{}{SESSION_KEYS_PATH}", self.config.relay_url);
+        let response = self
+            .http
+            .get(url)
             .timeout(SHORT_TIMEOUT)
             .send()
             .await
@@ -262,6 +332,7 @@ struct CancelResponse {
 /// Cancels a call at the relay when its future is dropped before the outcome arrived.
 struct CancelOnDrop<'a> {
     client: &'a RelayClient,
+    token: &'a str,
     api_key: &'a str,
     idempotency_key: &'a str,
     armed: bool,
@@ -277,10 +348,11 @@ impl Drop for CancelOnDrop<'_> {
             return;
         };
         let client = self.client.clone();
+        let token = self.token.to_owned();
         let api_key = self.api_key.to_owned();
         let idem = self.idempotency_key.to_owned();
         runtime.spawn(async move {
-            match client.cancel(&api_key, &idem).await {
+            match client.cancel(&token, &api_key, &idem).await {
                 Ok(cancelled) => {
                     tracing::info!(key = %Fp(&api_key), cancelled, "tool call abandoned: cancelled at the relay")
                 }

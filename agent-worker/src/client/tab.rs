@@ -77,7 +77,7 @@ impl RelayClient {
         let mut request = self
             .http
             .get(url)
-            .bearer_auth(self.config.agent_secret.expose());
+            .bearer_auth(self.config.credential.expose());
         let mut timeout = SHORT_TIMEOUT;
         if let Some((after, wait)) = wait {
             request = request.query(&[
@@ -108,7 +108,7 @@ impl RelayClient {
         let response = self
             .http
             .put(url)
-            .bearer_auth(self.config.agent_secret.expose())
+            .bearer_auth(self.config.credential.expose())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(json!({ "mode": mode }).to_string())
             .timeout(SHORT_TIMEOUT)

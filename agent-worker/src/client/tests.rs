@@ -58,6 +58,8 @@ fn client(url: &str) -> RelayClient {
     RelayClient::new(cfg).unwrap()
 }
 
+/// The session token a call carries (the scripted relay does not check it).
+const TOKEN: &str = "header.payload.signature";
 const KEY: &str = "va_0000000000000000000000000000000000000000000000000000000000000000";
 
 #[tokio::test]
@@ -69,7 +71,7 @@ async fn success_and_result() {
     )])
     .await;
     let ok = client(&url)
-        .call(KEY, "draw_card", None, &CallOptions::default())
+        .call(TOKEN, KEY, "draw_card", None, &CallOptions::default())
         .await
         .unwrap();
     assert_eq!(ok.call_id, "c_1");
@@ -85,7 +87,7 @@ async fn relay_errors_are_typed_and_final() {
     )])
     .await;
     let err = client(&url)
-        .call(KEY, "t", None, &CallOptions::default())
+        .call(TOKEN, KEY, "t", None, &CallOptions::default())
         .await
         .unwrap_err();
     assert!(err.is(ErrorCode::Timeout));
@@ -106,7 +108,7 @@ async fn relay_errors_are_typed_and_final() {
 async fn a_500_without_body_is_a_bad_response() {
     let (url, _) = scripted(vec![(500, "oops", 0)]).await;
     let err = client(&url)
-        .call(KEY, "t", None, &CallOptions::default())
+        .call(TOKEN, KEY, "t", None, &CallOptions::default())
         .await
         .unwrap_err();
     assert_eq!(err.code, Code::BadResponse);
@@ -130,7 +132,7 @@ async fn a_draining_relay_or_one_without_redis_is_retried_with_the_same_idempote
     ])
     .await;
     let ok = client(&url)
-        .call(KEY, "t", None, &CallOptions::default())
+        .call(TOKEN, KEY, "t", None, &CallOptions::default())
         .await
         .unwrap();
     assert_eq!(ok.call_id, "c_3");
@@ -159,7 +161,7 @@ async fn a_lost_attempt_is_retried_with_the_same_idempotency_key() {
     };
     let ok = RelayClient::new(cfg)
         .unwrap()
-        .call(KEY, "t", None, &options)
+        .call(TOKEN, KEY, "t", None, &options)
         .await
         .unwrap();
     assert_eq!(ok.call_id, "c_slow");
@@ -173,7 +175,7 @@ async fn a_call_dropped_before_its_outcome_is_cancelled_at_the_relay() {
     let (url, seen) = scripted(vec![(200, r#"{"ok":true,"callId":"c"}"#, 5_000)]).await;
     let c = client(&url);
     let options = CallOptions::default();
-    let call = c.call(KEY, "draw_card", None, &options);
+    let call = c.call(TOKEN, KEY, "draw_card", None, &options);
     assert!(
         tokio::time::timeout(Duration::from_millis(200), call)
             .await
@@ -192,7 +194,7 @@ async fn a_call_dropped_before_its_outcome_is_cancelled_at_the_relay() {
     // A call that got its outcome sends no cancel.
     let (url, seen) = scripted(vec![(200, r#"{"ok":true,"callId":"c"}"#, 0)]).await;
     client(&url)
-        .call(KEY, "t", None, &CallOptions::default())
+        .call(TOKEN, KEY, "t", None, &CallOptions::default())
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -207,7 +209,7 @@ async fn unreachable_relay_is_a_value_after_retries() {
         l.local_addr().unwrap()
     };
     let err = client(&format!("http://{addr}"))
-        .call(KEY, "t", None, &CallOptions::default())
+        .call(TOKEN, KEY, "t", None, &CallOptions::default())
         .await
         .unwrap_err();
     assert_eq!(err.code, Code::RelayUnreachable);
@@ -224,6 +226,7 @@ async fn http_timeout_is_bounded_by_the_call_timeout() {
     let started = std::time::Instant::now();
     let err = c
         .call(
+            TOKEN,
             KEY,
             "t",
             None,

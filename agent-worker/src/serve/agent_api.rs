@@ -2,8 +2,10 @@
 //! LiveKit Agents agents, or any other) uses to run the UI tools without speaking to the relay
 //! itself. `GET /agent/tools` gives the instructions and tools of the session's current mode
 //! (and, asked with the revision it has, waits for the next change), `POST /agent/tools/{name}`
-//! runs one (a UI tool through the relay, or a mode move). Every request carries the agent
-//! secret as a Bearer credential and the tab's key in `X-Voice-Agent-Key`, never in the URL.
+//! runs one (a UI tool through the relay, or a mode move). Every request carries the agent's
+//! session token as a Bearer credential ([`Agent`]); the key comes with it (`X-Voice-Agent-Key`,
+//! which must name the token's key, or the session the worker follows for it), never in the
+//! URL.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,20 +18,23 @@ use relay_wire::headers;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use relay_wire::session::Scope;
+
+use super::auth::Agent;
 use super::error::{self, ApiError, ErrorAnswer};
-use super::state::{ServeState, routing_key};
+use super::state::ServeState;
+use crate::catalog::Move;
 use crate::error::Code;
 use crate::session::Offer;
 
 /// The longest wait for a changed offer.
 pub const MAX_WAIT_MS: u64 = 30_000;
 
-/// The caller's key after its credential is checked.
-pub(crate) fn authorize(state: &ServeState, headers: &HeaderMap) -> Result<String, ApiError> {
-    if !state.agent_authorized(headers) {
-        return Err(ApiError::agent_secret());
-    }
-    routing_key(headers).map_err(ApiError::invalid)
+/// `offer` as `agent`'s token may use it: only the tools it may call, the moves only with the
+/// `mode` scope.
+fn for_agent(agent: &Agent, mut offer: Offer) -> Offer {
+    offer.tools.retain(|t| agent.may_use(&t.name, t.is_move));
+    offer
 }
 
 /// `GET /agent/tools`'s query: wait for an offer other than the one the caller has.
@@ -54,20 +59,23 @@ pub struct WaitQuery {
     path = "/agent/tools",
     tag = "agent",
     operation_id = "listTools",
-    params(super::openapi::VoiceAgentKey, WaitQuery),
-    security(("agent_secret" = [])),
+    params(super::params::VoiceAgentKey, WaitQuery),
+    security(("session_token" = [])),
     responses(
-        (status = 200, description = "The session's mode, instructions and tools", body = Offer),
-        (status = 400, description = "`invalid_request`: X-Voice-Agent-Key missing or not a key; a bad `after` or `waitMs`", body = ErrorAnswer),
-        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorAnswer),
+        (status = 200, description = "The session's mode, instructions and tools (those the token may use)", body = Offer),
+        (status = 400, description = "`invalid_request`: X-Voice-Agent-Key not a key; a bad `after` or `waitMs`", body = ErrorAnswer),
+        (status = 401, description = "`unauthorized`: a missing, forged, expired or foreign session token", body = ErrorAnswer),
+        (status = 403, description = "`forbidden`: a token for another key, or without the `list` scope", body = ErrorAnswer),
+        (status = 404, description = "`unknown_key`: no X-Voice-Agent-Key, and the worker follows no session of the token's key", body = ErrorAnswer),
     )
 )]
 pub(crate) async fn list_tools(
     State(state): State<Arc<ServeState>>,
-    headers: HeaderMap,
+    agent: Agent,
     query: Result<Query<WaitQuery>, QueryRejection>,
 ) -> Result<axum::Json<Offer>, ApiError> {
-    let key = authorize(&state, &headers)?;
+    agent.require(Scope::List)?;
+    let key = &agent.key;
     let Query(query) =
         query.map_err(|e| ApiError::invalid(format!("bad query: {}", e.body_text())))?;
     let wait = query.wait_ms.unwrap_or(0);
@@ -83,13 +91,13 @@ pub(crate) async fn list_tools(
         Some(after) => {
             // A stopping server answers at once rather than hold the request to the end.
             tokio::select! {
-                offer = state.worker.wait_offer(&key, &after, Duration::from_millis(wait)) => offer,
-                _ = state.shutdown.cancelled() => state.worker.offer(&key).await,
+                offer = state.worker.wait_offer(key, &after, Duration::from_millis(wait)) => offer,
+                _ = state.shutdown.cancelled() => state.worker.offer(key).await,
             }
         }
-        None => state.worker.offer(&key).await,
+        None => state.worker.offer(key).await,
     };
-    Ok(axum::Json(offer))
+    Ok(axum::Json(for_agent(&agent, offer)))
 }
 
 /// The answer to `POST /agent/tools/{name}`: the tool's result or its failure as a sentence a
@@ -130,29 +138,33 @@ pub struct AgentFailure {
     operation_id = "callTool",
     params(
         ("name" = String, Path, description = "The tool, as `GET /agent/tools` lists it"),
-        super::openapi::VoiceAgentKey,
+        super::params::VoiceAgentKey,
         ("Idempotency-Key" = Option<String>, Header, pattern = "^[\\x21-\\x7E]{1,128}$",
             description = "Passed on to the relay: a retried call is emitted once"),
     ),
     request_body(content = Option<Object>, content_type = "application/json",
         description = "The tool's arguments; an empty body or `null` is `{}`"),
-    security(("agent_secret" = [])),
+    security(("session_token" = [])),
     responses(
         (status = 200, description = "The tool's outcome and the session's mode", body = AgentAnswer),
-        (status = 400, description = "`invalid_request`: X-Voice-Agent-Key missing or not a key, a body that is not a JSON object, a bad Idempotency-Key", body = ErrorAnswer),
-        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorAnswer),
+        (status = 400, description = "`invalid_request`: X-Voice-Agent-Key not a key, a body that is not a JSON object, a bad Idempotency-Key", body = ErrorAnswer),
+        (status = 401, description = "`unauthorized`: a missing, forged, expired or foreign session token", body = ErrorAnswer),
+        (status = 403, description = "`forbidden`: a token for another key; for a tool it may not call (scope `call`, its tool list) or a mode move without the `mode` scope", body = ErrorAnswer),
+        (status = 404, description = "`unknown_key`: no X-Voice-Agent-Key, and the worker follows no session of the token's key", body = ErrorAnswer),
         (status = 413, description = "`payload_too_large`: over 1 MiB", body = ErrorAnswer),
     )
 )]
 pub(crate) async fn call_tool(
     State(state): State<Arc<ServeState>>,
+    agent: Agent,
     name: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<axum::Json<AgentAnswer>, ApiError> {
-    let key = authorize(&state, &headers)?;
     let Path(name) =
         name.map_err(|_| ApiError::invalid("the tool name in the path is not valid UTF-8"))?;
+    let is_move = Move::of(&name).is_some() && state.worker.catalog.current().tool(&name).is_none();
+    agent.require_tool(&name, is_move)?;
     let body = error::body(body)?;
     let args: Value = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
@@ -183,7 +195,13 @@ pub(crate) async fn call_tool(
     };
     let outcome = state
         .worker
-        .agent_call_with(&key, &name, &args, idempotency_key)
+        .agent_call_with(
+            &agent.key,
+            agent.token.expose(),
+            &name,
+            &args,
+            idempotency_key,
+        )
         .await;
     let (result, error) = match outcome.result {
         Ok(result) => (Some(result), None),

@@ -1,7 +1,9 @@
 //! LiveKit's webhooks: `participant_joined` with a key in the participant's metadata opens the
-//! key's session; `participant_left`, `participant_connection_aborted` and `room_finished` close
-//! it and revoke the key at the relay. Nothing changes unless the `Authorization` JWT verifies
-//! with the LiveKit API secret and its `sha256` claim is the body's digest (livekit-api).
+//! key's session (and dispatches the user's agent, when the worker names one);
+//! `participant_left`, `participant_connection_aborted` and `room_finished` close it and revoke
+//! the key at the relay, which ends every session token of it. Nothing changes unless the
+//! `Authorization` JWT verifies with the LiveKit API secret and its `sha256` claim is the body's
+//! digest (livekit-api).
 
 use std::sync::Arc;
 
@@ -12,7 +14,7 @@ use axum::http::{HeaderMap, header};
 use relay_wire::{ErrorCode, Fp, ParticipantMetadata, is_api_key};
 
 use super::error::{self, ApiError, ErrorAnswer, OkAnswer};
-use super::rooms;
+use super::kept::LIVEKIT;
 use super::state::ServeState;
 
 /// The relay key in a participant's metadata, if it holds one.
@@ -74,7 +76,7 @@ pub(crate) async fn livekit_webhook(
         "participant_joined" => {
             if let Some(key) = key_of(participant) {
                 let identity = participant.map(|p| p.identity.as_str()).unwrap_or_default();
-                if sessions.open(&key, &room, identity, rooms::LIVEKIT, true) {
+                if joined(&state, &key, &room, identity) {
                     state.persist();
                 }
             }
@@ -99,6 +101,19 @@ pub(crate) async fn livekit_webhook(
         _ => {}
     }
     Ok(axum::Json(OkAnswer { ok: true }))
+}
+
+/// A participant with a key is in `room`: its session opens and, the first time, the user's
+/// agent is dispatched (when the worker names one). False when the session was open already.
+pub(crate) fn joined(state: &ServeState, key: &str, room: &str, identity: &str) -> bool {
+    let opened = state
+        .worker
+        .sessions
+        .open(key, room, identity, LIVEKIT, true);
+    if opened && let Some(dispatcher) = &state.dispatcher {
+        dispatcher.dispatch(key, room, identity);
+    }
+    opened
 }
 
 /// Revokes a key whose participant left: the tab is told and the key can do nothing more.

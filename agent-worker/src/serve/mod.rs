@@ -3,22 +3,29 @@
 //!
 //! - [`agent_api`]: `GET /agent/tools`, `POST /agent/tools/{name}` for voice agents in the room;
 //! - [`mcp`]: `/mcp`, the same tools for platforms that speak MCP;
-//! - [`vapi`]: Vapi's server-URL `tool-calls` webhook;
+//! - [`vapi`]: Vapi's server-URL `tool-calls` webhook, signed ([`signature`]);
 //! - [`livekit`]: LiveKit's webhooks, and [`rooms`]: its RoomService, which open and close
-//!   sessions;
+//!   sessions; [`dispatch`]: the agent dispatched for each user, with its session token;
 //! - [`ops`]: liveness and the open sessions; [`openapi`]: the document of all of them.
 //!
-//! [`state`] holds what they share, [`error`] the one error they answer with.
+//! [`state`] holds what they share, [`auth`] who may call (one check for every surface),
+//! [`error`] the one error they answer with, [`params`] the shapes their documentation names,
+//! [`kept`] what outlives a run.
 //!
 //! [`Worker`]: crate::Worker
 
 pub mod agent_api;
+pub mod auth;
+pub mod dispatch;
 pub mod error;
+pub mod kept;
 pub mod livekit;
 pub mod mcp;
 pub mod openapi;
 pub mod ops;
+pub mod params;
 pub mod rooms;
+pub mod signature;
 pub mod state;
 pub mod vapi;
 

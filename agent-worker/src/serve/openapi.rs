@@ -13,6 +13,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::agent_api::{AgentAnswer, AgentFailure};
 use super::error::{ErrorAnswer, ErrorDetail, OkAnswer};
+use super::params::{JsonRpcError, SessionList, VapiEnvelope};
 use super::state::ServeState;
 use super::vapi::{VapiResult, VapiResults};
 use crate::catalog::Catalog;
@@ -79,19 +80,24 @@ impl Modify for Credentials {
             openapi,
             &[
                 (
-                    "agent_secret",
+                    "session_token",
                     Credential::Bearer(
-                        "One of RELAY_AGENT_SECRET's comma-separated secrets.",
-                        None,
+                        "The agent's session token for one key (EdDSA JWT signed by the relay): \
+                         its scopes, and optionally its tools, decide what it may do.",
+                        Some("JWT"),
                     ),
                 ),
                 (
-                    "vapi_secret",
-                    Credential::Header("X-Vapi-Secret", "VAPI_SECRET, as Vapi sends it."),
+                    "operator_secret",
+                    Credential::Bearer("One of RELAY_OPERATOR_SECRET's secrets.", None),
                 ),
                 (
-                    "vapi_bearer",
-                    Credential::Bearer("VAPI_SECRET as a Bearer credential.", None),
+                    "vapi_signature",
+                    Credential::Header(
+                        "x-signature",
+                        "Vapi's HMAC credential: hex HMAC-SHA256 keyed with VAPI_SECRET over \
+                         `{x-timestamp}.{body}`, with `x-timestamp` within five minutes.",
+                    ),
                 ),
                 (
                     "livekit_webhook",
@@ -104,102 +110,6 @@ impl Modify for Credentials {
             ],
         );
     }
-}
-
-/// The tab's routing key, on every request of the agent API and of `/mcp` (never in a URL).
-#[derive(utoipa::IntoParams)]
-#[into_params(parameter_in = Header)]
-#[allow(dead_code)]
-pub struct VoiceAgentKey {
-    /// The tab's routing key (from the user participant's LiveKit metadata).
-    #[param(rename = "X-Voice-Agent-Key", pattern = "^va_[0-9a-f]{64}$")]
-    key: String,
-}
-
-/// The headers of a request to `/mcp`. (`Accept` must list both `application/json` and
-/// `text/event-stream` on a POST, `text/event-stream` on a GET; 406 otherwise.)
-#[derive(utoipa::IntoParams)]
-#[into_params(parameter_in = Header)]
-#[allow(dead_code)]
-pub struct McpHeaders {
-    /// The tab's routing key (from the user participant's LiveKit metadata).
-    #[param(rename = "X-Voice-Agent-Key", pattern = "^va_[0-9a-f]{64}$")]
-    key: String,
-    /// The MCP session, from the answer to `initialize` (2025-11-25).
-    #[param(rename = "Mcp-Session-Id")]
-    session: Option<String>,
-    /// The negotiated protocol revision.
-    #[param(rename = "MCP-Protocol-Version")]
-    version: Option<String>,
-}
-
-/// The headers of a request to `/mcp` within an MCP session (its stream, its close).
-#[derive(utoipa::IntoParams)]
-#[into_params(parameter_in = Header)]
-#[allow(dead_code)]
-pub struct McpSessionHeaders {
-    /// The tab's routing key (from the user participant's LiveKit metadata).
-    #[param(rename = "X-Voice-Agent-Key", pattern = "^va_[0-9a-f]{64}$")]
-    key: String,
-    /// The MCP session, from the answer to `initialize`.
-    #[param(rename = "Mcp-Session-Id")]
-    session: String,
-    /// The negotiated protocol revision.
-    #[param(rename = "MCP-Protocol-Version")]
-    version: Option<String>,
-}
-
-/// A JSON-RPC 2.0 error: every refusal of `/mcp`.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct JsonRpcError {
-    /// `2.0`.
-    jsonrpc: String,
-    /// The request's id, or null.
-    #[schema(value_type = Option<serde_json::Value>)]
-    id: Value,
-    error: JsonRpcErrorObject,
-}
-
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct JsonRpcErrorObject {
-    code: i32,
-    message: String,
-    #[schema(value_type = Option<serde_json::Value>)]
-    data: Option<Value>,
-}
-
-/// Vapi's server-URL message envelope (the handler reads it as JSON; these are the fields it
-/// uses).
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct VapiEnvelope {
-    message: VapiMessage,
-}
-
-/// `message`: its `type` (`tool-calls`, `end-of-call-report`, others acknowledged), the call
-/// with the tab's key in `call.metadata.apiKey`, and the calls as `toolCallList` or
-/// `toolCalls` (each `{id, function: {name, arguments}}`, or `name` and `arguments` or
-/// `parameters` at the top; arguments an object or a JSON string).
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct VapiMessage {
-    #[schema(rename = "type")]
-    kind: Option<String>,
-    #[schema(value_type = Option<Object>)]
-    call: Option<Value>,
-    #[schema(rename = "toolCallList", value_type = Option<Vec<Object>>)]
-    tool_call_list: Option<Value>,
-    #[schema(rename = "toolCalls", value_type = Option<Vec<Object>>)]
-    tool_calls: Option<Value>,
-}
-
-/// `GET /sessions`: one object per open session.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct SessionList {
-    sessions: Vec<SessionInfo>,
 }
 
 /// The document as served: the generated one, with one operation per catalog tool, and
@@ -305,7 +215,7 @@ mod tests {
         );
         for method in ["post", "get", "delete"] {
             let op = &doc["paths"]["/mcp"][method];
-            assert_eq!(op["security"], json!([{"agent_secret": []}]), "{method}");
+            assert_eq!(op["security"], json!([{"session_token": []}]), "{method}");
             let key = op["parameters"]
                 .as_array()
                 .unwrap()
@@ -314,7 +224,7 @@ mod tests {
                 .expect("the key header");
             assert_eq!(
                 (key["in"].as_str(), key["required"].as_bool()),
-                (Some("header"), Some(true))
+                (Some("header"), Some(false))
             );
             for status in ["400", "401", "403", "404"] {
                 assert_eq!(
@@ -326,12 +236,25 @@ mod tests {
         }
         assert_eq!(
             doc["paths"]["/vapi/webhook"]["post"]["security"],
-            json!([{"vapi_secret": []}, {"vapi_bearer": []}])
+            json!([{"vapi_signature": []}])
         );
         let schemes = &doc["components"]["securitySchemes"];
-        assert_eq!(schemes["vapi_secret"]["name"], "X-Vapi-Secret");
+        assert_eq!(schemes["vapi_signature"]["name"], "x-signature");
         assert_eq!(schemes["livekit_webhook"]["name"], "Authorization");
-        assert_eq!(schemes["agent_secret"]["scheme"], "bearer");
+        assert_eq!(schemes["session_token"]["scheme"], "bearer");
+        assert_eq!(schemes["session_token"]["bearerFormat"], "JWT");
+        assert_eq!(
+            doc["paths"]["/sessions"]["get"]["security"],
+            json!([{"operator_secret": []}]),
+            "a session token never lists sessions"
+        );
+        for (path, method) in [("/agent/tools", "get"), ("/mcp", "post")] {
+            assert_eq!(
+                doc["paths"][path][method]["security"],
+                json!([{"session_token": []}]),
+                "{method} {path}"
+            );
+        }
         // Every catalog tool has its own operation with its own argument schema.
         let draw = &doc["paths"]["/agent/tools/draw_card"]["post"];
         assert_eq!(

@@ -28,19 +28,17 @@ pub(crate) async fn healthz() -> axum::Json<OkAnswer> {
     path = "/sessions",
     tag = "operations",
     operation_id = "sessions",
-    security(("agent_secret" = [])),
+    security(("operator_secret" = [])),
     responses(
-        (status = 200, description = "The open sessions", body = super::openapi::SessionList),
-        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorAnswer),
+        (status = 200, description = "The open sessions", body = super::params::SessionList),
+        (status = 401, description = "`unauthorized`: missing or wrong operators' credential (a session token never lists sessions)", body = ErrorAnswer),
     )
 )]
 pub(crate) async fn sessions(
     State(state): State<Arc<ServeState>>,
     headers: HeaderMap,
 ) -> Result<axum::Json<Value>, ApiError> {
-    if !state.agent_authorized(&headers) {
-        return Err(ApiError::agent_secret());
-    }
+    state.operator(&headers)?;
     Ok(axum::Json(
         json!({"sessions": state.worker.sessions.snapshot()}),
     ))

@@ -1,7 +1,9 @@
-//! Vapi's server-URL messages: `tool-calls` runs each call through the relay (the key in
-//! `message.call.metadata.apiKey`) and answers `{"results":[…]}` in order with single-line
-//! strings; `end-of-call-report` closes the session. Vapi's own tool ids make redelivered
-//! webhooks emit nothing twice.
+//! Vapi's server-URL messages, each signed with the webhook's HMAC credential (see
+//! [`super::signature`]): `tool-calls` runs each call through the relay with the user's session
+//! token, which the call carries as `agentToken` (with the key as `apiKey`) in
+//! `call.assistantOverrides.variableValues` or `call.metadata`, and answers `{"results":[…]}` in
+//! order with single-line strings; `end-of-call-report` ends that token's session and no other.
+//! Vapi's own tool ids make redelivered webhooks emit nothing twice.
 
 use std::sync::Arc;
 
@@ -9,12 +11,52 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
-use relay_wire::{ErrorCode, is_api_key};
+use axum::http::StatusCode;
+use relay_wire::session::looks_like_jwt;
+use relay_wire::{ErrorCode, Fp, is_api_key};
 use serde_json::{Value, json};
 
+use super::auth::Agent;
 use super::error::{self, ApiError, ErrorAnswer};
 use super::state::ServeState;
+use crate::catalog::Move;
 use crate::error::{Code, ToolError, single_line};
+
+/// Where a Vapi call carries the user's values, first found first.
+const VALUE_PLACES: [&str; 2] = ["/call/assistantOverrides/variableValues", "/call/metadata"];
+
+/// A string value `name` of the call's values (see [`VALUE_PLACES`]).
+fn call_value<'m>(message: &'m Value, name: &str) -> Option<&'m str> {
+    VALUE_PLACES
+        .iter()
+        .find_map(|place| message.pointer(place)?.get(name)?.as_str())
+}
+
+/// The agent a Vapi call acts as: its session token verified like any agent's (the key it
+/// carries must be the token's).
+async fn call_agent(state: &ServeState, message: &Value) -> Result<Agent, ToolError> {
+    let token = call_value(message, "agentToken")
+        .filter(|t| looks_like_jwt(t))
+        .ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::Unauthorized,
+                "the call carries no session token (agentToken in the call's variableValues or metadata)",
+            )
+        })?;
+    let mut headers = axum::http::HeaderMap::new();
+    let bearer = axum::http::HeaderValue::from_str(&format!("Bearer {token}"))
+        .map_err(|_| ToolError::new(ErrorCode::Unauthorized, "the session token is not a token"))?;
+    headers.insert(axum::http::header::AUTHORIZATION, bearer);
+    if let Some(key) = call_value(message, "apiKey").filter(|k| is_api_key(k))
+        && let Ok(value) = axum::http::HeaderValue::from_str(key)
+    {
+        headers.insert(relay_wire::headers::VOICE_AGENT_KEY, value);
+    }
+    state
+        .agent(&headers)
+        .await
+        .map_err(|e| ToolError::new(e.code, e.message))
+}
 
 /// One tool call of a Vapi `tool-calls` message, whatever shape it came in.
 #[derive(Debug, PartialEq)]
@@ -90,12 +132,12 @@ fn vapi_message_shape(message: &Value) -> Result<(), &'static str> {
     path = "/vapi/webhook",
     tag = "webhooks",
     operation_id = "vapiWebhook",
-    request_body(content = super::openapi::VapiEnvelope, content_type = "application/json"),
-    security(("vapi_secret" = []), ("vapi_bearer" = [])),
+    request_body(content = super::params::VapiEnvelope, content_type = "application/json"),
+    security(("vapi_signature" = [])),
     responses(
-        (status = 200, description = "The calls' results in order (`{}` for a message that is not `tool-calls`)", body = VapiResults),
+        (status = 200, description = "The calls' results in order (`{}` for a message that is not `tool-calls`); a call without a valid session token, or one for another key, has its `error`", body = VapiResults),
         (status = 400, description = "`invalid_request`: not JSON, no `message` object, or a field of it with another type", body = ErrorAnswer),
-        (status = 401, description = "`unauthorized`: missing or wrong Vapi secret", body = ErrorAnswer),
+        (status = 401, description = "`unauthorized`: no signature or timestamp, a signature that does not verify, a timestamp over five minutes away, or a message already taken", body = ErrorAnswer),
         (status = 413, description = "`payload_too_large`: over 1 MiB", body = ErrorAnswer),
         (status = 503, description = "`not_configured`: VAPI_SECRET is not set, the webhook is off", body = ErrorAnswer),
     )
@@ -105,15 +147,30 @@ pub(crate) async fn vapi_webhook(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<axum::Json<VapiResults>, ApiError> {
-    if !state.vapi_configured() {
+    let Some(signing) = &state.vapi else {
         return Err(ApiError::not_configured(
             "the Vapi webhook is off: VAPI_SECRET is not set",
         ));
-    }
-    if !state.vapi_authorized(&headers) {
-        return Err(ApiError::unauthorized("missing or wrong Vapi secret"));
-    }
+    };
     let body = error::body(body)?;
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Err(rejected) = signing.check(
+        header("x-signature"),
+        header("x-timestamp"),
+        &body,
+        crate::unix_now(),
+    ) {
+        tracing::warn!(reason = rejected.message(), "Vapi message refused");
+        return Err(if rejected == super::signature::Rejected::Busy {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::Unavailable,
+                rejected.message(),
+            )
+        } else {
+            ApiError::unauthorized(rejected.message())
+        });
+    }
     let envelope = serde_json::from_slice::<Value>(&body)
         .map_err(|_| ApiError::invalid("body is not JSON"))?;
     let message = envelope
@@ -121,11 +178,6 @@ pub(crate) async fn vapi_webhook(
         .filter(|m| m.is_object())
         .ok_or_else(|| ApiError::invalid("body has no message object"))?;
     vapi_message_shape(message).map_err(ApiError::invalid)?;
-    let key = message
-        .pointer("/call/metadata/apiKey")
-        .and_then(Value::as_str)
-        .filter(|k| is_api_key(k))
-        .map(str::to_owned);
     let call_id = message
         .pointer("/call/id")
         .and_then(Value::as_str)
@@ -135,36 +187,46 @@ pub(crate) async fn vapi_webhook(
     match message.get("type").and_then(Value::as_str) {
         Some("tool-calls") => {}
         Some("end-of-call-report") => {
-            if let Some(key) = &key {
-                sessions.close(key, "end-of-call-report");
-            }
+            end_of_call(&state, message).await;
             return Ok(axum::Json(VapiResults::default()));
         }
         _ => return Ok(axum::Json(VapiResults::default())),
     }
 
-    if let Some(key) = &key {
-        sessions.open(key, call_id, "vapi", "vapi", false);
+    let agent = call_agent(&state, message).await;
+    if let Ok(agent) = &agent {
+        sessions.open(&agent.key, call_id, "vapi", "vapi", false);
     }
     let mut results = Vec::new();
     // In order, one after another: UI tools are often sequential (a loading line, then a
     // cassette), and the answer lists results in the calls' order.
     for call in vapi_calls(message) {
-        let outcome = match (&key, call.arguments) {
-            (None, _) => Err(ToolError::new(
-                ErrorCode::UnknownKey,
-                "the call carries no relay key in call.metadata.apiKey",
-            )),
+        let outcome = match (&agent, call.arguments) {
+            (Err(e), _) => Err(e.clone()),
             (_, Err(e)) => Err(ToolError::new(Code::InvalidArguments, e)),
             // Vapi's tool-call id names the call: a redelivered webhook emits nothing twice. A
             // mode move (the exported `enter_<mode>` tools) changes the session's mode.
-            (Some(key), Ok(args)) => {
-                let idempotency_key = (!call.id.is_empty()).then(|| format!("vapi-{}", call.id));
-                state
-                    .worker
-                    .agent_call_with(key, &call.name, &args, idempotency_key)
-                    .await
-                    .result
+            (Ok(agent), Ok(args)) => {
+                let is_move = Move::of(&call.name).is_some()
+                    && state.worker.catalog.current().tool(&call.name).is_none();
+                match agent.require_tool(&call.name, is_move) {
+                    Err(refused) => Err(ToolError::new(refused.code, refused.message)),
+                    Ok(()) => {
+                        let idempotency_key =
+                            (!call.id.is_empty()).then(|| format!("vapi-{}", call.id));
+                        state
+                            .worker
+                            .agent_call_with(
+                                &agent.key,
+                                agent.token.expose(),
+                                &call.name,
+                                &args,
+                                idempotency_key,
+                            )
+                            .await
+                            .result
+                    }
+                }
             }
         };
         results.push(match outcome {
@@ -183,6 +245,32 @@ pub(crate) async fn vapi_webhook(
     Ok(axum::Json(VapiResults {
         results: Some(results),
     }))
+}
+
+/// The call ended: its session token's session is ended at the relay (that session only: the
+/// key, its tab and its other sessions stay), and the worker's Vapi session of that key closes.
+async fn end_of_call(state: &ServeState, message: &Value) {
+    let agent = match call_agent(state, message).await {
+        Ok(agent) => agent,
+        Err(e) => {
+            tracing::debug!(cause = %e, "end-of-call report without a usable session token");
+            return;
+        }
+    };
+    if let Err(e) = state
+        .worker
+        .client
+        .end_session(&agent.grant.session_id)
+        .await
+    {
+        tracing::warn!(session = %Fp(&agent.grant.session_id), cause = %e, "could not end the session at the relay");
+    }
+    if state.worker.sessions.source(&agent.key) == Some("vapi") {
+        state
+            .worker
+            .sessions
+            .close(&agent.key, "end-of-call-report");
+    }
 }
 
 /// The answer to a Vapi message: `{"results":[…]}` for `tool-calls`, `{}` otherwise.

@@ -101,6 +101,8 @@ const MAX_ENDED: usize = 100_000;
 
 pub struct Sessions {
     map: DashMap<String, Arc<Session>>,
+    /// The open sessions' keys by their digest (how a session token names a key).
+    digests: DashMap<String, String>,
     /// Keys whose participant left (their key was revoked), with when.
     ended: DashMap<String, Instant>,
     catalog: catalog::Shared,
@@ -114,6 +116,7 @@ impl Sessions {
     pub fn new(catalog: catalog::Shared, client: RelayClient, page_tools: bool) -> Self {
         Sessions {
             map: DashMap::new(),
+            digests: DashMap::new(),
             ended: DashMap::new(),
             catalog,
             client,
@@ -208,6 +211,8 @@ impl Sessions {
                 session
             });
         if let Some(session) = &opened {
+            self.digests
+                .insert(relay_wire::session::key_digest(key), key.to_owned());
             tracing::info!(key = %Fp(key), room, identity, source, mode = catalog.initial_mode(), "session opened");
             self.tell_mode(session);
         } else if adopted {
@@ -221,6 +226,7 @@ impl Sessions {
         let Some((_, session)) = self.map.remove(key) else {
             return false;
         };
+        self.digests.remove(&relay_wire::session::key_digest(key));
         session.closed.cancel();
         lock(&session.changes).take();
         log::closed(key, &session, reason);
@@ -251,6 +257,16 @@ impl Sessions {
                     .then(|| (e.key().clone(), state.room.clone(), state.identity.clone()))
             })
             .collect()
+    }
+
+    /// Where the open session of `key` came from (`livekit`, `vapi`, `agent`, …).
+    pub fn source(&self, key: &str) -> Option<&'static str> {
+        self.get(key).map(|s| lock(&s.state).source)
+    }
+
+    /// The key of the open session whose key has `digest` (a session token names its key so).
+    pub fn key_of_digest(&self, digest: &str) -> Option<String> {
+        self.digests.get(digest).map(|k| k.clone())
     }
 
     pub fn is_open(&self, key: &str) -> bool {

@@ -26,6 +26,10 @@ pub struct OfferedTool {
     pub output_schema: Option<Value>,
     pub await_result: bool,
     pub timeout_ms: Option<u64>,
+    /// A mode move rather than a UI tool (what a session token's scope decides on).
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub is_move: bool,
 }
 
 /// What an agent runs with in a session's current mode: its instructions and its tools.
@@ -55,6 +59,7 @@ pub fn ui_tool(tool: &Tool) -> OfferedTool {
         output_schema: spec.output_schema.clone(),
         await_result: spec.await_result,
         timeout_ms: spec.timeout_ms,
+        is_move: false,
     }
 }
 
@@ -67,6 +72,7 @@ pub fn move_tool(step: Move<'_>, target: &Mode) -> OfferedTool {
         output_schema: None,
         await_result: false,
         timeout_ms: None,
+        is_move: true,
     }
 }
 

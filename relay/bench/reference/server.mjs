@@ -1,14 +1,16 @@
 // Reference server for the benchmark: the common design as people write it, on Node. Express
 // serves POST /token (a fresh va_ key) and POST /api/voice-agent/tool-call; socket.io holds a
 // Map from key to socket id filled by `voice-agent:register`; awaited calls use emitWithAck.
-// It keeps the relay's agent-secret check so both servers do the same work per call.
+// It keeps one shared agent secret (REF_AGENT_SECRET), as that design does: its /token hands it
+// out as the tab's agentToken, and each call checks it.
 import { randomBytes, timingSafeEqual, createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import express from 'express';
 import { Server } from 'socket.io';
 
 const [host, port] = (process.env.REF_ADDR ?? '127.0.0.1:4201').split(':');
-const secret = createHash('sha256').update(process.env.RELAY_AGENT_SECRET ?? '').digest();
+const agentSecret = process.env.REF_AGENT_SECRET ?? '';
+const secret = createHash('sha256').update(agentSecret).digest();
 const keys = new Map(); // apiKey -> socket.id
 
 const app = express();
@@ -18,7 +20,7 @@ const io = new Server(http, { cors: { origin: '*' } });
 
 app.post('/token', (req, res) => {
   const apiKey = `va_${randomBytes(32).toString('hex')}`;
-  res.json({ apiKey, token: apiKey });
+  res.json({ apiKey, token: apiKey, agentToken: agentSecret });
 });
 
 io.on('connection', (socket) => {

@@ -12,14 +12,14 @@ use anyhow::{Context, bail};
 use hdrhistogram::Histogram;
 use tokio::time::Instant;
 
+use crate::Callee;
 use crate::tab::TabStats;
 
 /// What one agent does.
 pub struct AgentConfig {
     pub server: SocketAddr,
-    pub secret: String,
-    /// The tabs it may call: (tab index, key).
-    pub keys: Arc<Vec<(usize, String)>>,
+    /// The tabs it may call, each with its own agent's session token.
+    pub keys: Arc<Vec<Callee>>,
     pub awaited: bool,
     /// Time between two calls (a fixed rate); `None`: the next call as soon as one ends.
     pub interval: Option<Duration>,
@@ -98,7 +98,6 @@ pub(crate) async fn post_tool_call(
 pub async fn agent(config: AgentConfig) -> AgentResult {
     let AgentConfig {
         server,
-        secret,
         keys,
         awaited,
         interval,
@@ -117,7 +116,6 @@ pub async fn agent(config: AgentConfig) -> AgentResult {
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
     let mut next = Instant::now() + offset;
-    let auth = format!("Bearer {secret}");
     let mut seq = 0u64;
     let mut sender: Option<Sender> = None;
     loop {
@@ -136,7 +134,7 @@ pub async fn agent(config: AgentConfig) -> AgentResult {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        let (tab, key) = &keys[(rng % keys.len() as u64) as usize];
+        let (tab, key, auth) = &keys[(rng % keys.len() as u64) as usize];
         let tab = *tab;
         seq += 1;
         let body = format!(
@@ -148,7 +146,7 @@ pub async fn agent(config: AgentConfig) -> AgentResult {
                 sender = Some(connect(server).await.map_err(|_| "connect".to_owned())?);
             }
             let s = sender.as_mut().ok_or("connect")?;
-            let (status, bytes) = post_tool_call(s, &auth, body, Duration::from_secs(30)).await?;
+            let (status, bytes) = post_tool_call(s, auth, body, Duration::from_secs(30)).await?;
             if status == 200 {
                 Ok(bytes)
             } else {
@@ -201,22 +199,20 @@ pub async fn agent(config: AgentConfig) -> AgentResult {
 /// how many did.
 pub async fn big_emit(
     server: SocketAddr,
-    secret: &str,
-    keys: &[(usize, String)],
+    keys: &[Callee],
     (bytes, agents): (usize, usize),
     stats: &TabStats,
 ) -> anyhow::Result<u64> {
     let before = stats.events.load(Ordering::Relaxed);
     let pad = "x".repeat(bytes);
-    let auth = format!("Bearer {secret}");
     let queue = Arc::new(std::sync::Mutex::new(keys.to_vec()));
     let mut senders = Vec::new();
     for _ in 0..agents.max(1) {
-        let (queue, pad, auth) = (queue.clone(), pad.clone(), auth.clone());
+        let (queue, pad) = (queue.clone(), pad.clone());
         senders.push(tokio::spawn(async move {
             let mut sender: Option<Sender> = None;
             loop {
-                let Some((tab, key)) = queue.lock().ok().and_then(|mut q| q.pop()) else {
+                let Some((tab, key, auth)) = queue.lock().ok().and_then(|mut q| q.pop()) else {
                     return Ok::<(), anyhow::Error>(());
                 };
                 let body = format!(
@@ -229,7 +225,7 @@ pub async fn big_emit(
                 s.ready().await?;
                 let request = hyper::Request::post("/api/voice-agent/tool-call")
                     .header("host", "relay")
-                    .header("authorization", &auth)
+                    .header("authorization", &*auth)
                     .header("content-type", "application/json")
                     .body(http_body_util::Full::new(bytes::Bytes::from(body)))?;
                 let response = s.send_request(request).await?;

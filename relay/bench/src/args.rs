@@ -8,9 +8,6 @@ pub struct Args {
     /// Server base URL.
     #[arg(long, default_value = "http://127.0.0.1:3001")]
     pub url: String,
-    /// Agent secret (Bearer).
-    #[arg(long, env = "RELAY_AGENT_SECRET", hide_env_values = true)]
-    pub secret: String,
     /// Label for the report.
     #[arg(long, default_value = "relay")]
     pub label: String,

@@ -18,13 +18,14 @@ use tokio::time::Instant;
 use crate::meters::Percentiles;
 use crate::roam::Roam;
 
+use crate::Callee;
 use crate::agent::{Sender, post_tool_call};
 
 /// Where and how fast to call.
 pub struct CallPlan {
     pub targets: Vec<SocketAddr>,
-    pub secret: String,
-    pub keys: Arc<Vec<(usize, String)>>,
+    /// The tabs to call, each with its own agent's session token.
+    pub keys: Arc<Vec<Callee>>,
     pub rate: f64,
     pub duration: Duration,
     /// The relay's timeout for each call (`timeoutMs`).
@@ -138,7 +139,6 @@ pub async fn run(plan: CallPlan, roam: Arc<Roam>, seq: Arc<AtomicU64>) -> CallsR
             .collect(),
     );
     let slots = Arc::new(tokio::sync::Semaphore::new(plan.max_in_flight));
-    let auth: Arc<str> = format!("Bearer {}", plan.secret).into();
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / plan.rate.max(0.001)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let started = Instant::now();
@@ -159,7 +159,7 @@ pub async fn run(plan: CallPlan, roam: Arc<Roam>, seq: Arc<AtomicU64>) -> CallsR
             continue;
         };
         sent += 1;
-        let (tab, key) = plan.keys[(rng % plan.keys.len() as u64) as usize].clone();
+        let (tab, key, auth) = plan.keys[(rng % plan.keys.len() as u64) as usize].clone();
         let node = (sent as usize) % plan.targets.len();
         let server = plan.targets[node];
         let n = seq.fetch_add(1, Ordering::Relaxed) + 1;
@@ -167,8 +167,7 @@ pub async fn run(plan: CallPlan, roam: Arc<Roam>, seq: Arc<AtomicU64>) -> CallsR
             "{{\"apiKey\":\"{key}\",\"toolName\":\"echo\",\"params\":{{\"tab\":{tab},\"seq\":{n}}},\"awaitResult\":true,\"timeoutMs\":{}}}",
             plan.timeout_ms
         );
-        let (groups, pools, auth, roam) =
-            (groups.clone(), pools.clone(), auth.clone(), roam.clone());
+        let (groups, pools, roam) = (groups.clone(), pools.clone(), roam.clone());
         let storm = roam.first_drop.load(Ordering::SeqCst) > 0
             || plan
                 .storm_after

@@ -54,7 +54,12 @@ fn main() -> anyhow::Result<()> {
 pub(crate) struct Minted {
     key: String,
     token: String,
+    /// `Authorization` for calls to this tab: its own agent's session token.
+    auth: Arc<str>,
 }
+
+/// A tab an agent may call: its index, its key, and the `Authorization` its calls carry.
+pub(crate) type Callee = (usize, String, Arc<str>);
 
 pub(crate) async fn mint(
     http: &reqwest::Client,
@@ -79,6 +84,7 @@ pub(crate) async fn mint(
             Ok::<_, anyhow::Error>(Minted {
                 key: body["apiKey"].as_str().unwrap_or_default().to_owned(),
                 token: body["token"].as_str().unwrap_or_default().to_owned(),
+                auth: format!("Bearer {}", body["agentToken"].as_str().unwrap_or_default()).into(),
             })
         }));
     }
@@ -184,16 +190,15 @@ async fn run(args: Args) -> anyhow::Result<Report> {
         calls: None,
     };
     if args.big_emit_bytes > 0 {
-        let bound_keys: Vec<(usize, String)> = minted
+        let bound_keys: Vec<Callee> = minted
             .iter()
             .enumerate()
             .filter(|(i, _)| bound[*i])
-            .map(|(i, m)| (i, m.key.clone()))
+            .map(|(i, m)| (i, m.key.clone(), m.auth.clone()))
             .collect();
         let started = Instant::now();
         let delivered = big_emit(
             call_server,
-            &args.secret,
             &bound_keys,
             (args.big_emit_bytes, args.big_emit_agents),
             &stats,
@@ -224,12 +229,12 @@ async fn run(args: Args) -> anyhow::Result<Report> {
     }
 
     // Calls go only to tabs that bound (a failed tab is reported above, not called).
-    let keys: Arc<Vec<(usize, String)>> = Arc::new(
+    let keys: Arc<Vec<Callee>> = Arc::new(
         minted
             .into_iter()
             .enumerate()
             .filter(|(i, _)| bound[*i])
-            .map(|(i, m)| (i, m.key))
+            .map(|(i, m)| (i, m.key, m.auth))
             .collect(),
     );
     // Counted from what the tabs already received (the big emit), so lost and duplicated
@@ -252,7 +257,6 @@ async fn run(args: Args) -> anyhow::Result<Report> {
         let offset = interval.map_or(Duration::ZERO, |i| i.mul_f64(a as f64 / args.agents as f64));
         tasks.push(tokio::spawn(agent(AgentConfig {
             server: call_server,
-            secret: args.secret.clone(),
             keys: keys.clone(),
             awaited: args.awaited,
             interval,

@@ -21,6 +21,7 @@ use anyhow::{Context, bail};
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 
+use crate::Callee;
 use crate::args::Args;
 use crate::caller::{self, CallPlan};
 use crate::roam::{self, Roam, unix_ms};
@@ -108,7 +109,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         declaration: None,
     };
     let seq = Arc::new(AtomicU64::new(0));
-    let mut keys: Arc<Vec<(usize, String)>> = Arc::new(Vec::new());
+    let mut keys: Arc<Vec<Callee>> = Arc::new(Vec::new());
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     while let Some(line) = lines.next_line().await? {
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -144,7 +145,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     match w.await? {
                         Ok(ms) => {
                             took.push(ms);
-                            bound.push((i, tabs[i].1.key.clone()));
+                            bound.push((i, tabs[i].1.key.clone(), tabs[i].1.auth.clone()));
                         }
                         Err(e) => {
                             failures += 1;
@@ -176,7 +177,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 let report = caller::run(
                     CallPlan {
                         targets: call_targets.clone(),
-                        secret: args.secret.clone(),
                         keys: keys.clone(),
                         rate: rate.parse()?,
                         duration: Duration::from_secs_f64(secs.parse()?),

@@ -5,19 +5,21 @@ use std::sync::Arc;
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use relay_wire::{
     ErrorBody, KeyStatus, ModeEvent, ModeResponse, RevokeReason, RevokeResponse, events, is_mode_id,
 };
 use serde::Deserialize;
 
-use super::{authorize, key_param, parse_object, read_body};
-use crate::app::App;
+use super::principal::Principal;
+use super::{key_param, parse_object, read_body};
+use crate::app::{App, ServerRole};
 use crate::delivery::{self, room};
 use crate::error::{ApiError, encode, json_response};
 use crate::store::{KeyStore, TabAt};
 use relay_wire::Fp;
+use relay_wire::session::Scope;
 
 /// The longest `waitMs` a status request may ask for.
 pub const MAX_WAIT_MS: u64 = 30_000;
@@ -59,24 +61,30 @@ impl StatusQuery {
     tag = "agent",
     operation_id = "keyStatus",
     params(("apiKey" = String, Path, pattern = "^va_[0-9a-f]{64}$", description = "The tab's routing key"), StatusQuery),
-    security(("agent_secret" = [])),
+    security(("session_token" = []), ("worker_secret" = []), ("operator_secret" = [])),
     responses(
         (status = 200, description = "The key's state", body = KeyStatus),
         (status = 400, description = "`invalid_request`: not a key (va_ and 64 lowercase hex characters), or a bad `after`/`waitMs`", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorBody,
+        (status = 401, description = "`unauthorized`: a missing, forged or expired credential, or an ended session's token", body = ErrorBody,
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "`forbidden`: a session token for another key or without the `status` scope; the token issuer's credential", body = ErrorBody),
         (status = 404, description = "`unknown_key`: never issued, expired, revoked or removed", body = ErrorBody),
         (status = 503, description = "`unavailable`: several nodes and Redis unreachable", body = ErrorBody),
     )
 )]
 pub(crate) async fn key_status(
     State(app): State<Arc<App>>,
-    headers: HeaderMap,
+    principal: Principal,
     Path(api_key): Path<String>,
     query: Result<Query<StatusQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    authorize(&app, &headers)?;
     key_param(&api_key)?;
+    principal.require(
+        &api_key,
+        Scope::Status,
+        &[ServerRole::Worker, ServerRole::Operator],
+    )?;
+    principal.still_open(&app).await?;
     let Query(query) =
         query.map_err(|e| ApiError::invalid(format!("bad query: {}", e.body_text())))?;
     let status = match query.wait()? {
@@ -100,12 +108,13 @@ pub(crate) async fn key_status(
     operation_id = "setMode",
     params(("apiKey" = String, Path, pattern = "^va_[0-9a-f]{64}$", description = "The tab's routing key")),
     request_body = ModeEvent,
-    security(("agent_secret" = [])),
+    security(("session_token" = []), ("worker_secret" = [])),
     responses(
         (status = 200, description = "Set", body = ModeResponse),
         (status = 400, description = "`invalid_request`: not a key, or not a mode id (1 to 64 letters, digits, `_` or `-`)", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorBody,
+        (status = 401, description = "`unauthorized`: a missing, forged or expired credential, or an ended session's token", body = ErrorBody,
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "`forbidden`: a session token for another key or without the `mode` scope; an operator's or the token issuer's credential", body = ErrorBody),
         (status = 404, description = "`unknown_key`: never issued, expired, revoked or removed", body = ErrorBody),
         (status = 413, description = "`payload_too_large`: the body is larger than the configured limit", body = ErrorBody),
         (status = 503, description = "`unavailable`: several nodes and Redis unreachable", body = ErrorBody),
@@ -113,11 +122,13 @@ pub(crate) async fn key_status(
 )]
 pub(crate) async fn key_mode(
     State(app): State<Arc<App>>,
+    principal: Principal,
     Path(api_key): Path<String>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    authorize(&app, request.headers())?;
     key_param(&api_key)?;
+    principal.require(&api_key, Scope::Mode, &[ServerRole::Worker])?;
+    principal.still_open(&app).await?;
     let body = read_body(&app, request).await?;
     let event: ModeEvent = parse_object(&body)?;
     if !is_mode_id(&event.mode) {
@@ -159,25 +170,26 @@ pub(crate) async fn key_mode(
     tag = "agent",
     operation_id = "revokeKey",
     params(("apiKey" = String, Path, pattern = "^va_[0-9a-f]{64}$", description = "The tab's routing key")),
-    security(("agent_secret" = [])),
+    security(("worker_secret" = []), ("operator_secret" = [])),
     responses(
         (status = 200, description = "Revoked", body = RevokeResponse),
         (status = 400, description = "`invalid_request`: not a key (va_ and 64 lowercase hex characters)", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorBody,
+        (status = 401, description = "`unauthorized`: a missing or unknown credential", body = ErrorBody,
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "`forbidden`: a session token (agents never revoke) or the token issuer's credential", body = ErrorBody),
         (status = 404, description = "`unknown_key`: never issued, expired, revoked or removed", body = ErrorBody),
         (status = 503, description = "`shutting_down`: the relay is draining; `unavailable`: several nodes and Redis unreachable", body = ErrorBody),
     )
 )]
 pub(crate) async fn key_revoke(
     State(app): State<Arc<App>>,
-    headers: HeaderMap,
+    principal: Principal,
     Path(api_key): Path<String>,
 ) -> Result<Response, ApiError> {
     if app.drain.is_draining() {
         return Err(ApiError::shutting_down());
     }
-    authorize(&app, &headers)?;
+    principal.require_server(&[ServerRole::Worker, ServerRole::Operator])?;
     key_param(&api_key)?;
     let tab_notified = revoke(&app, &api_key).await?;
     tracing::info!(key = %Fp(&api_key), tab_notified, "key revoked");

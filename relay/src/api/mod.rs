@@ -1,9 +1,13 @@
-//! The HTTP side: token service (`token`), agent API (`tool_call`, `keys`), operations
-//! endpoints (`ops`). Handlers validate and translate at the edge (a key, a tool name and a
-//! timeout become wire types here); the work lives in `tokens`, `calls` and `store`.
+//! The HTTP side: token service (`token`), agent API (`tool_call`, `keys`, `sessions`),
+//! operations endpoints (`ops`). Every agent-API route takes its caller as a [`Principal`]
+//! (`principal`) and states what it needs of it. Handlers validate and translate at the edge (a
+//! key, a tool name and a timeout become wire types here); the work lives in `tokens`,
+//! `sessions`, `calls` and `store`.
 
 pub(crate) mod keys;
 pub(crate) mod ops;
+pub(crate) mod principal;
+pub(crate) mod sessions;
 pub(crate) mod token;
 pub(crate) mod tool_call;
 
@@ -12,14 +16,15 @@ pub use tool_call::{CancelRequest, CancelResponse};
 
 use keys::{key_mode, key_revoke, key_status};
 use ops::{healthz, metrics, readyz};
+use sessions::{create_session, end_session, session_keys};
 use token::{token_get, token_post};
 use tool_call::{tool_call, tool_call_cancel};
 
 use std::sync::Arc;
 
 use axum::extract::Request;
-use axum::http::{HeaderMap, header};
-use axum::routing::{get, post, put};
+use axum::http::header;
+use axum::routing::{delete, get, post, put};
 use axum::{Extension, Router};
 use bytes::Bytes;
 use relay_wire::{ErrorCode, is_api_key};
@@ -38,6 +43,12 @@ pub fn routes() -> Router<Arc<App>> {
             get(key_status).delete(key_revoke),
         )
         .route("/api/voice-agent/keys/{api_key}/mode", put(key_mode))
+        .route("/api/voice-agent/sessions", post(create_session))
+        .route(
+            "/api/voice-agent/sessions/{session_id}",
+            delete(end_session),
+        )
+        .route(relay_wire::session::SESSION_KEYS_PATH, get(session_keys))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -50,17 +61,6 @@ impl From<crate::store::redis::StoreError> for ApiError {
     fn from(_: crate::store::redis::StoreError) -> ApiError {
         ApiError::unavailable()
     }
-}
-
-/// Checks `Authorization: Bearer <secret>` against the configured agent secrets; returns which
-/// agent it is.
-pub(super) fn authorize(app: &App, headers: &HeaderMap) -> Result<usize, ApiError> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(relay_wire::headers::bearer)
-        .and_then(|presented| app.agent_index(presented))
-        .ok_or_else(ApiError::unauthorized)
 }
 
 /// Most of an oversized body that is read and discarded before answering 413: closing a

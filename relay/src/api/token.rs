@@ -14,7 +14,12 @@ use crate::error::{ApiError, encode, json_response};
 use crate::store::KeyStore;
 use relay_wire::Fp;
 
+use std::time::Duration;
+
+use relay_wire::session::DEFAULT_SESSION_TTL_SECS;
+
 use crate::config::TokenMode;
+use crate::sessions::Mint;
 use crate::tokens::{Caller, Subject};
 
 /// Mints a LiveKit token for one tab, with a fresh routing key in its metadata.
@@ -170,8 +175,39 @@ pub(crate) async fn issue_token(
     if !matches!(caller, Caller::Issuer) && !app.may_issue_token(client).await? {
         return Err(too_many_tokens());
     }
-    let r = app.tokens.mint(&subject)?;
-    app.store.issue(&r.api_key, r.expires_at).await?;
+    let issued = app.tokens.mint(&subject)?;
+    app.store.issue(&issued.api_key, issued.expires_at).await?;
+    // The tab's own agent may act on this tab, and on nothing else: its session token rides
+    // with the tab's token.
+    let mint = Mint {
+        room: Some(issued.room_name.clone()),
+        identity: Some(issued.identity.clone()),
+        ttl: Some(
+            app.config
+                .session_max_ttl
+                .min(Duration::from_secs(DEFAULT_SESSION_TTL_SECS)),
+        ),
+        ..Mint::default()
+    };
+    let now = crate::tokens::unix_now().as_secs();
+    let agent = app
+        .sessions
+        .mint(&issued.api_key, mint, now, issued.expires_at)
+        .map_err(|cause| {
+            tracing::error!(%cause, "session token signing failed");
+            ApiError::new(ErrorCode::Internal, "token signing failed")
+        })?;
+    let r = TokenResponse {
+        token: issued.token,
+        url: issued.url,
+        room_name: issued.room_name,
+        identity: issued.identity,
+        api_key: issued.api_key,
+        expires_at: issued.expires_at,
+        agent_token: agent.token,
+        agent_session_id: agent.session_id,
+        agent_token_expires_at: agent.expires_at,
+    };
     app.metrics.tokens_issued.inc();
     tracing::info!(
         key = %Fp(&r.api_key),

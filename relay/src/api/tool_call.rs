@@ -8,13 +8,15 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use relay_wire::{ErrorBody, ErrorCode, ToolCallRequest, ToolCallResponse, headers};
 
-use super::{authorize, key_param, parse_object, read_body};
+use super::principal::Principal;
+use super::{key_param, parse_object, read_body};
 use crate::app::App;
 use crate::calls::{self, Call};
 use crate::error::{ApiError, encode, json_response};
 use crate::idempotency::{self, Outcome};
 use crate::store::KeyStore;
 use crate::store::claims::Claimed;
+use relay_wire::session::Scope;
 use relay_wire::{ApiKey, CallTimeout, Fp, ToolName};
 
 /// Sends one tool call to the tab bound to `apiKey`: fire-and-forget, or awaited
@@ -30,16 +32,17 @@ use relay_wire::{ApiKey, CallTimeout, Fp, ToolName};
             description = "Retry key: a repeat for the same key within 5 minutes gets the first call's outcome and emits nothing new; a different request under the same Idempotency-Key is refused (400)"),
     ),
     request_body(content = ToolCallRequest, content_type = "application/json"),
-    security(("agent_secret" = [])),
+    security(("session_token" = [])),
     responses(
         (status = 200, description = "Delivered (and answered, when awaited)", body = ToolCallResponse),
         (status = 400, description = "`invalid_request`: malformed JSON, a missing field, a bad `apiKey`, `toolName` or `timeoutMs`, a bad or reused Idempotency-Key", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorBody,
+        (status = 401, description = "`unauthorized`: a missing, forged, expired or foreign session token, or one whose session was ended", body = ErrorBody,
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "`forbidden`: a session token for another key, without the `call` scope or for other tools; a server's credential", body = ErrorBody),
         (status = 404, description = "`unknown_key`: never issued, expired, revoked or removed", body = ErrorBody),
         (status = 409, description = "`tab_offline`: no tab came back within the call's timeout", body = ErrorBody),
         (status = 413, description = "`payload_too_large`: the body is over the limit (default 64 KiB)", body = ErrorBody),
-        (status = 429, description = "`rate_limited`: the key's in-flight calls or the agent's call rate are spent", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: the key's or the session's in-flight calls, or the session's call rate, are spent", body = ErrorBody),
         (status = 500, description = "`internal`: the first call with this Idempotency-Key was lost", body = ErrorBody),
         (status = 502, description = "`tool_failed`: the tab answered with an error; `no_handler`: the tab has no handler for the tool", body = ErrorBody),
         (status = 503, description = "`shutting_down`: the relay is draining; `unavailable`: several nodes and Redis unreachable", body = ErrorBody),
@@ -48,16 +51,13 @@ use relay_wire::{ApiKey, CallTimeout, Fp, ToolName};
 )]
 pub(crate) async fn tool_call(
     State(app): State<Arc<App>>,
+    principal: Principal,
     request: Request<Body>,
 ) -> Result<Response, ApiError> {
     if app.drain.is_draining() {
         return Err(ApiError::shutting_down());
     }
-    let agent = authorize(&app, request.headers())?;
-    // A store that shares the rate over several nodes takes it with the call's slot instead.
-    if !app.store.admit_agent(agent) {
-        return Err(calls::agent_rate_limited(&app));
-    }
+    let session = principal.require_session()?.clone();
     let idem_key = match request.headers().get(headers::IDEMPOTENCY_KEY) {
         None => None,
         Some(v) => match v.to_str() {
@@ -81,6 +81,13 @@ pub(crate) async fn tool_call(
             "toolName must match ^[A-Za-z][A-Za-z0-9_-]{0,63}$ and not be register, revoked or cancel",
         )
     })?;
+    // Before anything is looked up: the same answer whether the key exists or not.
+    principal.require(&api_key, Scope::Call, &[])?;
+    if !session.allows_tool(tool_name.as_str()) {
+        return Err(ApiError::forbidden(
+            "this session token may not call this tool",
+        ));
+    }
     let max = app.config.max_timeout;
     let timeout = CallTimeout::parse(req.timeout_ms, app.config.default_timeout, max)
         .ok_or_else(|| {
@@ -91,7 +98,7 @@ pub(crate) async fn tool_call(
         })?
         .get();
     let call = Call {
-        agent,
+        session,
         call_id: calls::new_call_id(),
         api_key,
         tool_name,
@@ -217,20 +224,21 @@ pub struct CancelResponse {
             description = "The Idempotency-Key the call was sent with"),
     ),
     request_body(content = CancelRequest, content_type = "application/json"),
-    security(("agent_secret" = [])),
+    security(("session_token" = [])),
     responses(
         (status = 200, description = "`cancelled`: whether such a call was running on this node and is now ended", body = CancelResponse),
         (status = 400, description = "`invalid_request`: no valid Idempotency-Key, malformed JSON, a bad `apiKey`", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: missing or wrong agent secret", body = ErrorBody,
+        (status = 401, description = "`unauthorized`: a missing, forged, expired or foreign session token, or one whose session was ended", body = ErrorBody,
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "`forbidden`: a session token for another key or without the `call` scope; a server's credential", body = ErrorBody),
         (status = 413, description = "`payload_too_large`: the body is over the limit", body = ErrorBody),
     )
 )]
 pub(crate) async fn tool_call_cancel(
     State(app): State<Arc<App>>,
+    principal: Principal,
     request: Request,
 ) -> Result<Response, ApiError> {
-    authorize(&app, request.headers())?;
     let idem = request
         .headers()
         .get(headers::IDEMPOTENCY_KEY)
@@ -244,6 +252,8 @@ pub(crate) async fn tool_call_cancel(
     let body = read_body(&app, request).await?;
     let req: CancelRequest = parse_object(&body)?;
     key_param(&req.api_key)?;
+    principal.require(&req.api_key, Scope::Call, &[])?;
+    principal.still_open(&app).await?;
     let cancelled = running.is_some_and(|r| r.cancel(&req.api_key, &idem));
     tracing::info!(key = %Fp(&req.api_key), cancelled, "tool call cancel");
     Ok(json_response(

@@ -26,12 +26,13 @@ use crate::app::App;
 use crate::error::{ApiError, truncate};
 use crate::store::KeyStore;
 use crate::store::track::{LocateError, Located, Ticket, Track, TrackError};
+use relay_wire::session::SessionGrant;
 use relay_wire::{ApiKey, ToolName};
 
 /// A validated tool call.
 pub struct Call {
-    /// Which agent secret authorized it (for the shared call rate with several nodes).
-    pub agent: usize,
+    /// The agent session that sent it (its calls in flight and rate are its own).
+    pub session: Arc<SessionGrant>,
     pub api_key: ApiKey,
     pub tool_name: ToolName,
     pub params: Option<Box<RawValue>>,
@@ -103,12 +104,14 @@ pub async fn run(app: &App, call: &Call) -> Result<Option<serde_json::Value>, Ap
     };
     let mut track = app
         .store
-        .track(&call.api_key, call.agent, &ticket)
+        .track(&call.api_key, &call.session.session_id, &ticket)
         .await
         .map_err(|e| match e {
             TrackError::Unknown => ApiError::unknown_key(),
             TrackError::TooMany => too_many(app),
-            TrackError::RateLimited => agent_rate_limited(app),
+            TrackError::SessionBusy => session_busy(app),
+            TrackError::RateLimited => session_rate_limited(app),
+            TrackError::Ended => ApiError::session_ended(),
             TrackError::Store(e) => e.into(),
         })?;
     loop {
@@ -172,12 +175,22 @@ fn too_many(app: &App) -> ApiError {
     )
 }
 
-pub fn agent_rate_limited(app: &App) -> ApiError {
+fn session_busy(app: &App) -> ApiError {
     ApiError::new(
         ErrorCode::RateLimited,
         format!(
-            "this agent started more than {} tool calls in a second",
-            app.config.agent_rate_per_sec
+            "this agent session already has {} tool calls in flight",
+            app.config.session_max_inflight
+        ),
+    )
+}
+
+fn session_rate_limited(app: &App) -> ApiError {
+    ApiError::new(
+        ErrorCode::RateLimited,
+        format!(
+            "this agent session started {} tool calls in this second; try again in a moment",
+            app.config.session_rate_per_sec
         ),
     )
 }

@@ -2,16 +2,19 @@
 //! anything binds. Secrets live in [`Secret`], whose `Debug` and `Display` show a fingerprint only.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ipnet::IpNet;
 
 use crate::app_jwt::AppJwtConfig;
+use crate::sessions::SigningKeys;
 pub use redis_url::{RedisTarget, SentinelTarget};
 pub use relay_wire::{Secret, fingerprint};
 
 mod app_jwt;
 mod banner;
+mod credentials;
 mod options;
 mod redis_url;
 #[cfg(test)]
@@ -26,8 +29,7 @@ pub use options::{Cli, Command, LogFormat, Options, RuntimeKind};
 #[error("configuration error: {0}")]
 pub struct ConfigError(pub String);
 
-/// Shortest agent secret accepted: a guessable secret would open the whole API.
-pub const MIN_AGENT_SECRET_LEN: usize = 16;
+pub use credentials::MIN_SERVER_SECRET_LEN;
 /// Shortest token-issuer secret accepted: it stands for the app's authenticated users.
 pub const MIN_ISSUER_SECRET_LEN: usize = 16;
 /// Longest `Idempotency-Key` window: outcomes are held in memory (or Redis) for that long.
@@ -96,7 +98,13 @@ fn secret_list(problems: &mut Vec<String>, name: &str, value: &str, min: usize) 
         problems.push(format!("{name} holds no secret"));
     }
     for (i, s) in secrets.iter().enumerate() {
-        if s.expose().chars().count() < min {
+        if s.expose().starts_with("replace-me") {
+            problems.push(format!(
+                "{name} entry {} is still the example's placeholder: put a secret of your own \
+                 there (openssl rand -hex 32)",
+                i + 1
+            ));
+        } else if s.expose().chars().count() < min {
             problems.push(format!(
                 "{name} entry {} is shorter than {min} characters",
                 i + 1
@@ -134,7 +142,12 @@ pub struct Config {
     pub livekit_url: String,
     pub livekit_api_key: String,
     pub livekit_api_secret: Secret,
-    pub agent_secrets: Vec<Secret>,
+    /// The agent worker's credential (rotation list; the first is the current one).
+    pub worker_secrets: Vec<Secret>,
+    /// The operators' credential (rotation list); empty when none is configured.
+    pub operator_secrets: Vec<Secret>,
+    /// The keys that sign session tokens and bind proofs (always set once validated).
+    pub session_keys: Arc<SigningKeys>,
     pub token_mode: TokenMode,
     /// Issuer mode: the secrets the app's backend may present (empty in the other modes).
     pub issuer_secrets: Vec<Secret>,
@@ -165,7 +178,11 @@ pub struct Config {
     pub bind_concurrency: usize,
     pub bind_wait: Duration,
     pub token_rate_per_min: u32,
-    pub agent_rate_per_sec: u32,
+    /// Calls one session may have in flight, and start per second.
+    pub session_max_inflight: usize,
+    pub session_rate_per_sec: u32,
+    /// Longest lifetime of a session token.
+    pub session_max_ttl: Duration,
     pub drain: Duration,
     pub log_format: LogFormat,
     pub runtime: RuntimeKind,
@@ -187,6 +204,7 @@ impl Config {
         } else {
             None
         };
+        let creds = credentials::credentials(&mut problems, &o);
         let mut required = |name: &str, v: Option<String>| match v.map(|s| s.trim().to_owned()) {
             Some(s) if !s.is_empty() => s,
             _ => {
@@ -196,18 +214,6 @@ impl Config {
         };
         let livekit_api_key = required("LIVEKIT_API_KEY", o.livekit_api_key);
         let livekit_api_secret = required("LIVEKIT_API_SECRET", o.livekit_api_secret);
-        let agent_secret = required("RELAY_AGENT_SECRET", o.agent_secret);
-
-        let agent_secrets = if agent_secret.is_empty() {
-            Vec::new()
-        } else {
-            secret_list(
-                &mut problems,
-                "RELAY_AGENT_SECRET",
-                &agent_secret,
-                MIN_AGENT_SECRET_LEN,
-            )
-        };
 
         let issuer_secret = o
             .token_issuer_secret
@@ -232,16 +238,7 @@ impl Config {
                     value,
                     MIN_ISSUER_SECRET_LEN,
                 );
-                if secrets
-                    .iter()
-                    .any(|s| agent_secrets.iter().any(|a| a.expose() == s.expose()))
-                {
-                    problems.push(
-                        "RELAY_TOKEN_ISSUER_SECRET must differ from every RELAY_AGENT_SECRET: \
-                         the app's backend should not hold the agents' secret"
-                            .into(),
-                    );
-                }
+                credentials::check_issuer(&mut problems, &secrets, &creds);
                 secrets
             }
             _ => Vec::new(),
@@ -336,6 +333,33 @@ impl Config {
             "RELAY_MAX_INFLIGHT_PER_KEY",
             o.max_inflight_per_key as u64,
         );
+        let session_max_inflight = o
+            .session_max_inflight
+            .unwrap_or((o.max_inflight_per_key / 2).max(1));
+        positive(
+            &mut problems,
+            "RELAY_SESSION_MAX_INFLIGHT",
+            session_max_inflight as u64,
+        );
+        positive(
+            &mut problems,
+            "RELAY_SESSION_RATE_PER_SEC",
+            u64::from(o.session_rate_per_sec),
+        );
+        positive(
+            &mut problems,
+            "RELAY_SESSION_MAX_TTL_SECS",
+            o.session_max_ttl_secs,
+        );
+        // One session must leave its key slots for another (a key with one slot has no room).
+        if o.max_inflight_per_key > 1 && session_max_inflight >= o.max_inflight_per_key {
+            problems.push(format!(
+                "RELAY_SESSION_MAX_INFLIGHT ({session_max_inflight}) must be below \
+                 RELAY_MAX_INFLIGHT_PER_KEY ({}): one agent session must not be able to take \
+                 every slot of its key",
+                o.max_inflight_per_key
+            ));
+        }
         positive(
             &mut problems,
             "RELAY_BIND_CONCURRENCY",
@@ -360,15 +384,17 @@ impl Config {
             ));
         }
 
-        if !problems.is_empty() {
+        let Some(session_keys) = creds.session_keys.filter(|_| problems.is_empty()) else {
             return Err(ConfigError(problems.join("; ")));
-        }
+        };
         Ok(Config {
             addr: o.addr,
             livekit_url: o.livekit_url,
             livekit_api_key,
             livekit_api_secret: Secret::new(livekit_api_secret),
-            agent_secrets,
+            worker_secrets: creds.worker,
+            operator_secrets: creds.operator,
+            session_keys,
             token_mode: token_mode.unwrap_or(TokenMode::Issuer),
             issuer_secrets,
             app_jwt,
@@ -391,7 +417,9 @@ impl Config {
             bind_concurrency: o.bind_concurrency,
             bind_wait: Duration::from_millis(o.bind_wait_ms),
             token_rate_per_min: o.token_rate_per_min,
-            agent_rate_per_sec: o.agent_rate_per_sec,
+            session_max_inflight,
+            session_rate_per_sec: o.session_rate_per_sec,
+            session_max_ttl: Duration::from_secs(o.session_max_ttl_secs),
             drain: Duration::from_millis(o.drain_ms),
             log_format: o.log_format,
             runtime: o.runtime,

@@ -28,6 +28,8 @@ pub enum Command {
         #[arg(long)]
         connect: bool,
     },
+    /// Print a new signing key entry for RELAY_SESSION_KEYS (`kid:seed`) and exit.
+    SessionKey,
     /// Probe a health URL (for container health checks without curl); exit 0 on a 2xx answer.
     Healthcheck {
         /// URL to probe, e.g. http://127.0.0.1:3001/readyz.
@@ -52,9 +54,23 @@ pub struct Options {
     /// LiveKit API secret (signs and verifies tab tokens).
     #[arg(long, env = "LIVEKIT_API_SECRET", hide_env_values = true)]
     pub livekit_api_secret: Option<String>,
-    /// Agent secret(s), comma-separated to allow rotation.
-    #[arg(long, env = "RELAY_AGENT_SECRET", hide_env_values = true)]
-    pub agent_secret: Option<String>,
+    /// The agent worker's credential, comma-separated to allow rotation: it mints session
+    /// tokens for keys, reads and sets a key's state and mode, and revokes a key when its user
+    /// leaves. Never given to an agent, a platform or a browser.
+    #[arg(long, env = "RELAY_WORKER_SECRET", hide_env_values = true)]
+    pub worker_secret: Option<String>,
+    /// The operators' credential, comma-separated to allow rotation: revoke any key, read any
+    /// key's state, mint a session token (the worker's CLI). Optional.
+    #[arg(long, env = "RELAY_OPERATOR_SECRET", hide_env_values = true)]
+    pub operator_secret: Option<String>,
+    /// The Ed25519 keys that sign session tokens and bind proofs, `kid:seed` comma-separated,
+    /// the first signing (`relay session-key` prints a new one). Every node of a deployment
+    /// holds the same list.
+    #[arg(long, env = "RELAY_SESSION_KEYS", hide_env_values = true)]
+    pub session_keys: Option<String>,
+    /// The single agent secret of earlier versions: no longer accepted (start-up error).
+    #[arg(long, env = "RELAY_AGENT_SECRET", hide_env_values = true, hide = true)]
+    pub legacy_agent_secret: Option<String>,
     /// Who may get a token from `POST /token`: `issuer` (the app's backend, with
     /// RELAY_TOKEN_ISSUER_SECRET), `app-jwt` (a browser with the app's own session JWT) or `open`
     /// (anyone, always in a fresh room; development and demos only).
@@ -156,9 +172,17 @@ pub struct Options {
     /// Tool calls one key may have in flight at once.
     #[arg(long, env = "RELAY_MAX_INFLIGHT_PER_KEY", default_value_t = 16)]
     pub max_inflight_per_key: usize,
-    /// Tool calls one agent (one agent secret) may start per second.
-    #[arg(long, env = "RELAY_AGENT_RATE_PER_SEC", default_value_t = 10_000)]
-    pub agent_rate_per_sec: u32,
+    /// Tool calls one agent session may have in flight at once, below the key's limit so one
+    /// session cannot take every slot of its key (default: half the key's, at least 1).
+    #[arg(long, env = "RELAY_SESSION_MAX_INFLIGHT")]
+    pub session_max_inflight: Option<usize>,
+    /// Tool calls one agent session may start per second.
+    #[arg(long, env = "RELAY_SESSION_RATE_PER_SEC", default_value_t = 50)]
+    pub session_rate_per_sec: u32,
+    /// Longest lifetime a session token may be minted with, seconds (default one hour; never
+    /// beyond the tab's own token).
+    #[arg(long, env = "RELAY_SESSION_MAX_TTL_SECS", default_value_t = 3600)]
+    pub session_max_ttl_secs: u64,
     /// Tokens one client address may mint per minute.
     #[arg(long, env = "RELAY_TOKEN_RATE_PER_MIN", default_value_t = 60)]
     pub token_rate_per_min: u32,

@@ -10,16 +10,23 @@ fn parse(args: &[&str]) -> Result<Config, ConfigError> {
     Config::from_options(cli.options)
 }
 
+/// A signing-key entry (`kid:seed`), a zero seed.
+const SESSION_KEYS: &str = "k1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+
 const GOOD: &[&str] = &[
+    "--session-keys",
+    SESSION_KEYS,
     "--livekit-api-key",
     "devkey",
     "--livekit-api-secret",
     "secret",
-    "--agent-secret",
+    "--worker-secret",
     "0123456789abcdef,fedcba9876543210",
     "--token-issuer-secret",
     "issuer-secret-0123456789",
 ];
+/// GOOD up to its issuer secret.
+const NO_ISSUER: usize = 8;
 
 fn fixture(name: &str) -> String {
     format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -27,7 +34,7 @@ fn fixture(name: &str) -> String {
 
 /// GOOD in app-jwt mode (without its issuer secret) plus `extra`.
 fn app_jwt(extra: &[&str]) -> Result<Config, ConfigError> {
-    let mut args = GOOD[..6].to_vec();
+    let mut args = GOOD[..NO_ISSUER].to_vec();
     args.extend_from_slice(&["--token-mode", "app-jwt"]);
     args.extend_from_slice(extra);
     parse(&args)
@@ -47,31 +54,31 @@ fn issuer_mode_is_the_default_and_needs_its_secret() {
     assert_eq!(c.issuer_secrets.len(), 1);
     assert!(!c.allow_bare_keys, "bare keys are off by default");
     assert!(c.trusted_proxies.is_empty());
-    let err = parse(&GOOD[..6]).unwrap_err().to_string();
+    let err = parse(&GOOD[..NO_ISSUER]).unwrap_err().to_string();
     assert!(
         err.contains("RELAY_TOKEN_ISSUER_SECRET is required"),
         "{err}"
     );
     assert!(err.contains("RELAY_TOKEN_MODE=open"), "{err}");
     let mut short = GOOD.to_vec();
-    short[7] = "good-enough-secret-1,short";
+    short[9] = "good-enough-secret-1,short";
     let err = parse(&short).unwrap_err().to_string();
     assert!(
         err.contains("RELAY_TOKEN_ISSUER_SECRET entry 2 is shorter than 16"),
         "{err}"
     );
     let mut same = GOOD.to_vec();
-    same[7] = "0123456789abcdef";
+    same[9] = "0123456789abcdef";
     let err = parse(&same).unwrap_err().to_string();
     assert!(
-        err.contains("must differ from every RELAY_AGENT_SECRET"),
+        err.contains("must differ from RELAY_WORKER_SECRET and RELAY_OPERATOR_SECRET"),
         "{err}"
     );
 }
 
 #[test]
 fn open_mode_and_unknown_modes() {
-    let mut args = GOOD[..6].to_vec();
+    let mut args = GOOD[..NO_ISSUER].to_vec();
     args.extend_from_slice(&["--token-mode", "open", "--allow-bare-keys", "true"]);
     let c = parse(&args).unwrap();
     assert_eq!(c.token_mode, TokenMode::Open);
@@ -194,7 +201,10 @@ fn proxies_and_forwarded_header() {
 #[test]
 fn valid_config_with_rotation() {
     let c = parse(GOOD).unwrap();
-    assert_eq!(c.agent_secrets.len(), 2);
+    assert_eq!(c.worker_secrets.len(), 2);
+    assert!(c.operator_secrets.is_empty());
+    assert_eq!(c.session_keys.signer().0, "k1");
+    assert_eq!(c.session_max_inflight, 8);
     assert_eq!(c.addr.to_string(), "127.0.0.1:3001");
     assert_eq!(c.reconnect_grace, Duration::from_secs(30));
     assert_eq!(c.max_body_bytes, 65536);
@@ -205,13 +215,42 @@ fn missing_secrets_are_all_reported() {
     let err = parse(&[]).unwrap_err().to_string();
     assert!(err.contains("LIVEKIT_API_KEY is required"), "{err}");
     assert!(err.contains("LIVEKIT_API_SECRET is required"), "{err}");
-    assert!(err.contains("RELAY_AGENT_SECRET is required"), "{err}");
+    assert!(err.contains("RELAY_WORKER_SECRET is required"), "{err}");
+    assert!(err.contains("RELAY_SESSION_KEYS is required"), "{err}");
+}
+
+#[test]
+fn the_single_agent_secret_is_refused_and_server_secrets_stay_apart() {
+    let mut args = GOOD.to_vec();
+    args.extend_from_slice(&["--legacy-agent-secret", "0123456789abcdef"]);
+    let err = parse(&args).unwrap_err().to_string();
+    assert!(
+        err.contains("RELAY_AGENT_SECRET is no longer read"),
+        "{err}"
+    );
+    assert!(err.contains("RELAY_WORKER_SECRET"), "{err}");
+    let mut args = GOOD.to_vec();
+    args.extend_from_slice(&["--operator-secret", "fedcba9876543210"]);
+    let err = parse(&args).unwrap_err().to_string();
+    assert!(
+        err.contains("RELAY_OPERATOR_SECRET must differ from every RELAY_WORKER_SECRET"),
+        "{err}"
+    );
+    let mut args = GOOD.to_vec();
+    args[1] = "k1:not-a-seed";
+    let err = parse(&args).unwrap_err().to_string();
+    assert!(err.contains("not 32 bytes in base64url"), "{err}");
+    // One session may not take every slot of its key.
+    let mut args = GOOD.to_vec();
+    args.extend_from_slice(&["--session-max-inflight", "16"]);
+    let err = parse(&args).unwrap_err().to_string();
+    assert!(err.contains("RELAY_SESSION_MAX_INFLIGHT (16)"), "{err}");
 }
 
 #[test]
 fn short_agent_secret_and_bad_values_are_refused() {
     let mut args = GOOD.to_vec();
-    args[5] = "short";
+    args[7] = "short";
     args.extend_from_slice(&["--allowed-origins", "ftp://x", "--max-body-bytes", "0"]);
     let err = parse(&args).unwrap_err().to_string();
     assert!(err.contains("shorter than 16"), "{err}");
@@ -281,4 +320,20 @@ fn runtime_kinds() {
     let mut args = GOOD.to_vec();
     args.extend_from_slice(&["--runtime", "green-threads"]);
     assert!(Cli::try_parse_from([&["relay"][..], &args].concat()).is_err());
+}
+
+#[test]
+fn the_examples_placeholders_are_refused() {
+    let mut args = GOOD.to_vec();
+    args[7] = "replace-me-with-32-random-bytes-hex";
+    args[9] = "replace-me-with-other-32-random-bytes-hex";
+    let err = parse(&args).unwrap_err().to_string();
+    assert!(
+        err.contains("RELAY_WORKER_SECRET entry 1 is still the example's placeholder"),
+        "{err}"
+    );
+    assert!(
+        err.contains("RELAY_TOKEN_ISSUER_SECRET entry 1 is still the example's placeholder"),
+        "{err}"
+    );
 }

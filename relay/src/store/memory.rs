@@ -1,38 +1,34 @@
 //! The in-memory store: every key's state in this process ([`Keys`]), the token rate per
-//! client address and each agent's call rate in governor limiters, `Idempotency-Key` outcomes in
-//! a map. Nothing on its path is boxed.
+//! client address in a governor limiter, each session's calls with its key and the sessions
+//! ended early ([`super::sessions`]), `Idempotency-Key` outcomes in a map. Nothing on its path
+//! is boxed.
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use relay_wire::{Declaration, KeyStatus};
 use tokio::time::Instant;
 
 use super::claims::{self, Claimed, ReplayBound};
+use super::keys::SessionSlot;
 use super::keys::{AcquireError, Keys, NotBound, Proof};
 use super::redis::StoreError;
+use super::sessions::{Ended, Refused, SessionLimits, session_tag};
 use super::track::{MemoryTrack, Ticket, Track, TrackError};
 use super::{BindOutcome, Bound, KeyStore, Revocation, TabAt};
 use crate::idempotency::Idempotency;
 use crate::sockets::TabSocket;
 
-/// The agents' call rate: `per_sec` calls a second for each of `count` agents.
-fn agent_limiters(count: usize, per_sec: u32) -> Vec<DefaultDirectRateLimiter> {
-    let per_sec = NonZeroU32::new(per_sec).unwrap_or(NonZeroU32::MIN);
-    (0..count)
-        .map(|_| RateLimiter::direct(Quota::per_second(per_sec)))
-        .collect()
-}
-
 /// One node: every key's state is in this process.
 pub struct MemoryStore {
     keys: Arc<Keys>,
     tokens: DefaultKeyedRateLimiter<IpAddr>,
-    /// Each agent's call rate (same order as the agent secrets).
-    agents: Vec<DefaultDirectRateLimiter>,
+    /// What one agent session may take of its key.
+    limits: SessionLimits,
+    ended: Ended,
     claims: Idempotency,
     bound: ReplayBound,
 }
@@ -44,15 +40,16 @@ impl MemoryStore {
         MemoryStore {
             keys,
             tokens: RateLimiter::keyed(Quota::per_minute(per_min)),
-            agents: Vec::new(),
+            limits: SessionLimits::default(),
+            ended: Ended::default(),
             claims: Idempotency::new(bound.window),
             bound,
         }
     }
 
-    /// `count` agents, each allowed `per_sec` calls a second.
-    pub fn with_agents(mut self, count: usize, per_sec: u32) -> Self {
-        self.agents = agent_limiters(count, per_sec);
+    /// Each agent session held to `limits`.
+    pub fn with_sessions(mut self, limits: SessionLimits) -> Self {
+        self.limits = limits;
         self
     }
 }
@@ -138,23 +135,37 @@ impl KeyStore for MemoryStore {
         Ok(claims::claim_memory(&self.claims, self.bound, key, idem, fingerprint).await)
     }
 
-    fn admit_agent(&self, agent: usize) -> bool {
-        self.agents
-            .get(agent)
-            .is_some_and(|limiter| limiter.check().is_ok())
-    }
-
     async fn track<'a, 't>(
         &'a self,
         key: &'a str,
-        _agent: usize,
+        session: &'t str,
         _ticket: &'t Ticket<'t>,
     ) -> Result<Track<'a>, TrackError> {
+        if self.ended.contains(session) {
+            return Err(TrackError::Ended);
+        }
         let slot = self.keys.acquire(key).map_err(|e| match e {
             AcquireError::Unknown => TrackError::Unknown,
             AcquireError::TooMany => TrackError::TooMany,
         })?;
-        Ok(Track::Memory(MemoryTrack::new(&self.keys, key, slot)))
+        let now = crate::tokens::unix_now().as_secs();
+        let session = SessionSlot::take(slot.shared(), session_tag(session), self.limits, now)
+            .map_err(|e| match e {
+                Refused::Busy => TrackError::SessionBusy,
+                Refused::Rate => TrackError::RateLimited,
+            })?;
+        Ok(Track::Memory(MemoryTrack::new(
+            &self.keys, key, slot, session,
+        )))
+    }
+
+    async fn end_session(&self, session: &str, exp: u64) -> Result<(), StoreError> {
+        self.ended.end(session, exp);
+        Ok(())
+    }
+
+    async fn session_ended(&self, session: &str) -> Result<bool, StoreError> {
+        Ok(self.ended.contains(session))
     }
 
     fn is_healthy(&self) -> bool {
@@ -163,6 +174,7 @@ impl KeyStore for MemoryStore {
 
     fn expire(&self) {
         self.keys.sweep();
+        self.ended.sweep(crate::tokens::unix_now().as_secs());
         self.tokens.retain_recent();
         self.claims.sweep();
     }

@@ -9,9 +9,10 @@
 //! The key lifecycle both follow is stated once, in [`lifecycle`].
 //!
 //! Behind the seam: issuing, binding and releasing, the revocation check of a handshake, the
-//! agent API's key status, revoking, the token rate per client address and the agents' call
-//! rate, `Idempotency-Key` claims and outcomes ([`claims`]), a call's in-flight slot, where the
-//! key's tab is and waiting for it to change ([`track`]), readiness and expiry.
+//! agent API's key status, revoking, the token rate per client address, each agent session's
+//! calls in flight and call rate and the sessions ended early ([`sessions`]), `Idempotency-Key`
+//! claims and outcomes ([`claims`]), a call's in-flight slot, where the key's tab is and waiting
+//! for it to change ([`track`]), readiness and expiry.
 
 pub mod claims;
 pub mod keys;
@@ -19,10 +20,12 @@ pub mod lifecycle;
 mod memory;
 pub mod redis;
 mod redis_store;
+pub mod sessions;
 pub mod track;
 
 pub use memory::MemoryStore;
 pub use redis_store::RedisStore;
+pub use sessions::SessionLimits;
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -159,21 +162,29 @@ pub trait KeyStore: Send + Sync {
         timeout: Duration,
     ) -> impl Future<Output = Result<Claimed, StoreError>> + Send;
 
-    /// Takes one call from agent `agent`'s rate budget before the call is read; false when it
-    /// is spent. A store that counts the agent's calls with the key's slot (Redis, over every
-    /// node: see [`KeyStore::track`]) admits every call here.
-    fn admit_agent(&self, agent: usize) -> bool;
-
-    /// Takes one of `key`'s in-flight slots for a call of agent `agent` (and, on Redis, one
-    /// call from that agent's shared rate): the call's [`Track`], which finds the key's tab and
-    /// waits for it, and gives the slot back when dropped. On Redis the admission may also send
-    /// the call to the node holding the tab ([`Ticket::offer`], [`Track::take_sent`]).
+    /// Takes one of `key`'s in-flight slots for a call of agent session `session` (with one of
+    /// that session's own slots and one call of its rate, unless the session was ended): the
+    /// call's [`Track`], which finds the key's tab and waits for it, and gives the slots back
+    /// when dropped. On Redis the admission may also send the call to the node holding the tab
+    /// ([`Ticket::offer`], [`Track::take_sent`]).
     fn track<'a, 't>(
         &'a self,
         key: &'a str,
-        agent: usize,
+        session: &'t str,
         ticket: &'t Ticket<'t>,
     ) -> impl Future<Output = Result<Track<'a>, TrackError>> + Send;
+
+    /// Ends agent session `session` (its token expiring at Unix second `exp`): no call of it
+    /// starts any more, on any node. The key and its other sessions are untouched.
+    fn end_session(
+        &self,
+        session: &str,
+        exp: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Whether agent session `session` was ended.
+    fn session_ended(&self, session: &str)
+    -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Whether the store answers (readiness): always in memory; on Redis, both connections.
     fn is_healthy(&self) -> bool;
@@ -267,21 +278,25 @@ impl KeyStore for Store {
         each!(self, s => s.claim(key, idem, fingerprint, timeout).await)
     }
 
-    fn admit_agent(&self, agent: usize) -> bool {
-        each!(self, s => s.admit_agent(agent))
-    }
-
     async fn track<'a, 't>(
         &'a self,
         key: &'a str,
-        agent: usize,
+        session: &'t str,
         ticket: &'t Ticket<'t>,
     ) -> Result<Track<'a>, TrackError> {
         match self {
-            Store::Memory(s) => s.track(key, agent, ticket).await,
+            Store::Memory(s) => s.track(key, session, ticket).await,
             // Boxed: the slot's round trip must not grow every single-node call's future.
-            Store::Redis(s) => Box::pin(s.track(key, agent, ticket)).await,
+            Store::Redis(s) => Box::pin(s.track(key, session, ticket)).await,
         }
+    }
+
+    async fn end_session(&self, session: &str, exp: u64) -> Result<(), StoreError> {
+        each!(self, s => s.end_session(session, exp).await)
+    }
+
+    async fn session_ended(&self, session: &str) -> Result<bool, StoreError> {
+        each!(self, s => s.session_ended(session).await)
     }
 
     fn is_healthy(&self) -> bool {

@@ -10,7 +10,8 @@ use tokio::time::Instant;
 
 use super::claims::{self, Claimed, ReplayBound};
 use super::keys::{Keys, NotBound, Proof};
-use super::redis::{self as cluster, Acquired, Admit, AgentRate, Cluster, StoreError};
+use super::redis::{self as cluster, Acquired, Admit, Cluster, SessionCall, StoreError};
+use super::sessions::{SessionLimits, session_tag};
 use super::track::{RedisTrack, Ticket, Track, TrackError};
 use super::{BindOutcome, Bound, KeyStore, Revocation, TabAt};
 use crate::sockets::TabSocket;
@@ -21,9 +22,8 @@ pub struct RedisStore {
     cluster: Arc<Cluster>,
     local: Arc<Keys>,
     tokens_per_min: u32,
-    /// Each agent's shared call-rate window (a digest prefix of its secret, never the secret).
-    agent_buckets: Vec<String>,
-    agent_rate: u32,
+    /// What one agent session may take of its key, over every node.
+    limits: SessionLimits,
     bound: ReplayBound,
 }
 
@@ -39,17 +39,14 @@ impl RedisStore {
             cluster,
             local,
             tokens_per_min,
-            agent_buckets: Vec::new(),
-            agent_rate: 0,
+            limits: SessionLimits::default(),
             bound,
         }
     }
 
-    /// The agents, by the SHA-256 of their secrets, each allowed `per_sec` calls a second over
-    /// every node.
-    pub fn with_agents(mut self, digests: &[[u8; 32]], per_sec: u32) -> Self {
-        self.agent_buckets = digests.iter().map(agent_bucket).collect();
-        self.agent_rate = per_sec;
+    /// Each agent session held to `limits`, over every node.
+    pub fn with_sessions(mut self, limits: SessionLimits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -57,11 +54,6 @@ impl RedisStore {
     pub fn cluster(&self) -> &Arc<Cluster> {
         &self.cluster
     }
-}
-
-/// The name of an agent's shared rate window: a digest prefix, never the secret.
-fn agent_bucket(digest: &[u8; 32]) -> String {
-    format!("a:{}", hex::encode(&digest[..8]))
 }
 
 impl KeyStore for RedisStore {
@@ -86,6 +78,7 @@ impl KeyStore for RedisStore {
                 since_ms: s.since_ms,
                 grace_ends_ms: (s.state == KeyState::Offline)
                     .then(|| now_ms + s.ttl_ms.unwrap_or(0)),
+                token_expires_ms: s.token_exp_ms,
                 revision: 0,
                 handles: None,
                 page_tools: None,
@@ -260,35 +253,23 @@ impl KeyStore for RedisStore {
         Box::pin(claimed).await
     }
 
-    fn admit_agent(&self, _agent: usize) -> bool {
-        true
-    }
-
     async fn track<'a, 't>(
         &'a self,
         key: &'a str,
-        agent: usize,
+        session: &'t str,
         ticket: &'t Ticket<'t>,
     ) -> Result<Track<'a>, TrackError> {
         let rid = cluster::rid(key);
         // Watching before the first read, so no change between the read and the wait is missed.
         let watch = self.cluster.watch(&rid);
         let mark = watch.mark();
-        let fallback;
-        let bucket = match self.agent_buckets.get(agent) {
-            Some(b) => b.as_str(),
-            None => {
-                fallback = agent_bucket(&[0; 32]);
-                fallback.as_str()
-            }
-        };
-        let rate = AgentRate {
-            bucket,
-            limit: self.agent_rate,
-            window: Duration::from_secs(1),
+        let call = SessionCall {
+            tag: session_tag(session),
+            max_inflight: self.limits.max_inflight,
+            rate_per_sec: self.limits.rate_per_sec,
         };
         let admit = Admit {
-            agent: &rate,
+            session: &call,
             call_id: ticket.call_id,
             life: ticket.life,
             offer: ticket.offer,
@@ -296,11 +277,29 @@ impl KeyStore for RedisStore {
         let admitted = match self.cluster.acquire(&rid, &admit).await? {
             (Acquired::Ok, Some(admitted)) => admitted,
             (Acquired::TooMany, _) => return Err(TrackError::TooMany),
+            (Acquired::SessionBusy, _) => return Err(TrackError::SessionBusy),
             (Acquired::RateLimited, _) => return Err(TrackError::RateLimited),
+            (Acquired::Ended, _) => return Err(TrackError::Ended),
             (Acquired::Ok | Acquired::Unknown, _) => return Err(TrackError::Unknown),
         };
         let track = RedisTrack::new(&self.cluster, &self.local, key, rid, watch, mark, admitted);
         Ok(Track::Redis(Box::new(track)))
+    }
+
+    async fn end_session(&self, session: &str, exp: u64) -> Result<(), StoreError> {
+        let Some(rid) = relay_wire::session::session_key_digest(session) else {
+            return Ok(());
+        };
+        self.cluster
+            .end_session(rid, session_tag(session), exp)
+            .await
+    }
+
+    async fn session_ended(&self, session: &str) -> Result<bool, StoreError> {
+        let Some(rid) = relay_wire::session::session_key_digest(session) else {
+            return Ok(false);
+        };
+        self.cluster.session_ended(rid, session_tag(session)).await
     }
 
     fn is_healthy(&self) -> bool {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use super::keys::SessionSlot;
 use super::keys::{Binding, InflightGuard, KeyShared, Keys, WaitError};
 use super::redis::{Admitted, Cluster, Place, Slot, StoreError, Watch};
 
@@ -44,8 +45,12 @@ pub enum TrackError {
     Unknown,
     /// The key's in-flight calls are at the limit.
     TooMany,
-    /// The agent's call rate is spent (counted with the slot on Redis).
+    /// The session's own calls in flight are at its limit.
+    SessionBusy,
+    /// The session's call rate is spent.
     RateLimited,
+    /// The session was ended.
+    Ended,
     Store(StoreError),
 }
 
@@ -107,11 +112,22 @@ pub struct MemoryTrack<'a> {
     keys: &'a Keys,
     key: &'a str,
     slot: InflightGuard,
+    _session: SessionSlot,
 }
 
 impl<'a> MemoryTrack<'a> {
-    pub(super) fn new(keys: &'a Keys, key: &'a str, slot: InflightGuard) -> Self {
-        MemoryTrack { keys, key, slot }
+    pub(super) fn new(
+        keys: &'a Keys,
+        key: &'a str,
+        slot: InflightGuard,
+        session: SessionSlot,
+    ) -> Self {
+        MemoryTrack {
+            keys,
+            key,
+            slot,
+            _session: session,
+        }
     }
 }
 

@@ -1,16 +1,50 @@
 //! The token service's core: who a token is for under each token mode ([`Subject::for_request`]),
 //! per-tab keys and the LiveKit JWTs that carry them, and verifying such a JWT when a tab presents
-//! it to bind. Signing and verification are livekit-api's own.
+//! it to bind. The claims are livekit-api's own, signed with the LiveKit secret as LiveKit's
+//! server expects; beside them each token carries the relay's bind proof (`vaBind`, see
+//! [`crate::sessions::keys`]), which a token minted elsewhere with the LiveKit secret alone
+//! lacks: such a token joins LiveKit rooms but binds no key here.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use livekit_api::access_token::{AccessToken, TokenVerifier, VideoGrants};
+use std::sync::Arc;
+
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use livekit_api::access_token::{Claims, VideoGrants};
 use rand::RngCore;
-use relay_wire::{API_KEY_PREFIX, ParticipantMetadata, TokenRequest, TokenResponse, is_api_key};
+use relay_wire::{API_KEY_PREFIX, ParticipantMetadata, TokenRequest, is_api_key};
+use serde::{Deserialize, Serialize};
 
 use crate::app_jwt::AppClaims;
 use crate::error::ApiError;
+use crate::sessions::SigningKeys;
 use relay_wire::Secret;
+
+/// Clock skew allowed on a tab's token (as LiveKit's own verifier allows).
+const LEEWAY_SECS: u64 = 60;
+
+/// A tab's LiveKit token: LiveKit's claims, and the relay's bind proof beside them (LiveKit's
+/// server ignores a claim it does not know).
+#[derive(Serialize, Deserialize)]
+struct TabClaims {
+    #[serde(flatten)]
+    livekit: Claims,
+    #[serde(rename = "vaBind", default)]
+    bind_proof: String,
+}
+
+/// A new tab's token and key.
+pub struct Issued {
+    /// The LiveKit JWT.
+    pub token: String,
+    pub url: String,
+    pub room_name: String,
+    pub identity: String,
+    pub api_key: String,
+    /// Token expiry, Unix seconds.
+    pub expires_at: u64,
+}
 
 /// Longest accepted participant or room name, in characters.
 pub const MAX_NAME_CHARS: usize = 64;
@@ -224,30 +258,47 @@ pub enum TokenError {
     Invalid(&'static str),
     #[error("token carries no relay key in its metadata")]
     NoKey,
+    #[error("token was not issued by this relay: it carries no valid bind proof")]
+    NotIssuedHere,
 }
 
 pub struct TokenService {
     api_key: String,
-    api_secret: Secret,
-    verifier: TokenVerifier,
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
+    proofs: Arc<SigningKeys>,
     livekit_url: String,
     ttl: Duration,
 }
 
 impl TokenService {
-    pub fn new(api_key: &str, api_secret: &Secret, livekit_url: &str, ttl: Duration) -> Self {
+    pub fn new(
+        api_key: &str,
+        api_secret: &Secret,
+        livekit_url: &str,
+        ttl: Duration,
+        proofs: Arc<SigningKeys>,
+    ) -> Self {
         install_jwt_crypto();
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.leeway = LEEWAY_SECS;
+        validation.validate_nbf = true;
+        validation.set_issuer(&[api_key]);
+        validation.set_required_spec_claims(&["exp", "iss"]);
         TokenService {
             api_key: api_key.to_owned(),
-            api_secret: api_secret.clone(),
-            verifier: TokenVerifier::with_api_key(api_key, api_secret.expose()),
+            encoding: EncodingKey::from_secret(api_secret.expose().as_bytes()),
+            decoding: DecodingKey::from_secret(api_secret.expose().as_bytes()),
+            validation,
+            proofs,
             livekit_url: livekit_url.to_owned(),
             ttl,
         }
     }
 
     /// Mints a new key and a LiveKit token carrying it for one tab, for `subject`.
-    pub fn mint(&self, subject: &Subject) -> Result<TokenResponse, ApiError> {
+    pub fn mint(&self, subject: &Subject) -> Result<Issued, ApiError> {
         let room_name = subject
             .room
             .clone()
@@ -263,30 +314,38 @@ impl TokenService {
         })
         .map_err(|_| ApiError::invalid("could not encode metadata"))?;
 
-        let exp = unix_now().as_secs() + self.ttl.as_secs();
-        let token = AccessToken::with_api_key(&self.api_key, self.api_secret.expose())
-            .with_identity(&identity)
-            .with_name(display_name)
-            .with_metadata(&metadata)
-            .with_ttl(self.ttl)
-            .with_grants(VideoGrants {
-                room_join: true,
-                room: room_name.clone(),
-                can_publish: Some(true),
-                can_subscribe: Some(true),
-                can_publish_data: Some(true),
-                // Participant metadata carries the relay key: a participant must never be able
-                // to rewrite its own (or to hide that it has one).
-                can_update_own_metadata: Some(false),
+        let now = unix_now().as_secs();
+        let exp = now + self.ttl.as_secs();
+        let claims = TabClaims {
+            livekit: Claims {
+                exp: exp as usize,
+                iss: self.api_key.clone(),
+                nbf: now as usize,
+                sub: identity.clone(),
+                name: display_name.to_owned(),
+                video: VideoGrants {
+                    room_join: true,
+                    room: room_name.clone(),
+                    can_publish: Some(true),
+                    can_subscribe: Some(true),
+                    can_publish_data: Some(true),
+                    // Participant metadata carries the relay key: a participant must never be
+                    // able to rewrite its own (or to hide that it has one).
+                    can_update_own_metadata: Some(false),
+                    ..Default::default()
+                },
+                metadata,
                 ..Default::default()
-            })
-            .to_jwt()
+            },
+            bind_proof: self.proofs.bind_proof(&api_key, &identity, &room_name, exp),
+        };
+        let token = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .map_err(|err| {
-                tracing::error!(cause = %err, "token signing failed");
-                ApiError::new(relay_wire::ErrorCode::Internal, "token signing failed")
-            })?;
+            tracing::error!(cause = %err, "token signing failed");
+            ApiError::new(relay_wire::ErrorCode::Internal, "token signing failed")
+        })?;
 
-        Ok(TokenResponse {
+        Ok(Issued {
             token,
             url: self.livekit_url.clone(),
             room_name,
@@ -296,33 +355,42 @@ impl TokenService {
         })
     }
 
-    /// Checks a token's signature, issuer and expiry (livekit-api's verifier, 60 s leeway) and
-    /// reads the key from its metadata.
+    /// Checks a token's signature (the LiveKit secret), issuer and expiry (60 s leeway, as
+    /// LiveKit's verifier), reads the key from its metadata, and checks the relay's bind proof
+    /// for that key, identity, room and expiry: a token the relay did not issue binds nothing.
     pub fn verify(&self, jwt: &str) -> Result<VerifiedToken, TokenError> {
         let jwt = jwt.trim();
         if jwt.is_empty() {
             return Err(TokenError::Missing);
         }
-        let claims = self.verifier.verify(jwt).map_err(|err| {
-            let text = err.to_string().to_ascii_lowercase();
-            if text.contains("expired") {
-                TokenError::Expired
-            } else if text.contains("signature") {
-                TokenError::Invalid("bad signature")
-            } else if text.contains("issuer") {
-                TokenError::Invalid("wrong issuer")
-            } else {
-                TokenError::Invalid("malformed")
-            }
-        })?;
+        let claims = jsonwebtoken::decode::<TabClaims>(jwt, &self.decoding, &self.validation)
+            .map_err(|err| match err.kind() {
+                ErrorKind::ExpiredSignature => TokenError::Expired,
+                ErrorKind::InvalidSignature => TokenError::Invalid("bad signature"),
+                ErrorKind::InvalidIssuer => TokenError::Invalid("wrong issuer"),
+                ErrorKind::ImmatureSignature => TokenError::Invalid("not valid yet"),
+                ErrorKind::InvalidAlgorithm => TokenError::Invalid("wrong algorithm"),
+                _ => TokenError::Invalid("malformed"),
+            })?
+            .claims;
         let metadata: ParticipantMetadata =
-            serde_json::from_str(&claims.metadata).map_err(|_| TokenError::NoKey)?;
+            serde_json::from_str(&claims.livekit.metadata).map_err(|_| TokenError::NoKey)?;
         if !is_api_key(&metadata.api_key) {
             return Err(TokenError::NoKey);
         }
+        let exp = claims.livekit.exp as u64;
+        if !self.proofs.check_bind_proof(
+            &claims.bind_proof,
+            &metadata.api_key,
+            &claims.livekit.sub,
+            &claims.livekit.video.room,
+            exp,
+        ) {
+            return Err(TokenError::NotIssuedHere);
+        }
         Ok(VerifiedToken {
             api_key: metadata.api_key,
-            exp: claims.exp as u64,
+            exp,
         })
     }
 }

@@ -1,12 +1,36 @@
 use super::*;
 
-fn service() -> TokenService {
+fn proofs() -> Arc<SigningKeys> {
+    Arc::new(SigningKeys::parse(&SigningKeys::generate_entry()).unwrap())
+}
+
+fn service_with(secret: &str, proofs: Arc<SigningKeys>) -> TokenService {
     TokenService::new(
         "devkey",
-        &Secret::new("secret-secret-secret-secret-1234"),
+        &Secret::new(secret),
         "ws://127.0.0.1:7880",
         Duration::from_secs(600),
+        proofs,
     )
+}
+
+fn service() -> TokenService {
+    service_with("secret-secret-secret-secret-1234", proofs())
+}
+
+/// A LiveKit token for `key` as anyone holding the LiveKit secret could make it (LiveKit's own
+/// builder): valid for LiveKit, without the relay's bind proof.
+fn livekit_only(secret: &str, key: &str) -> String {
+    livekit_api::access_token::AccessToken::with_api_key("devkey", secret)
+        .with_identity("intruder")
+        .with_metadata(&format!(r#"{{"apiKey":"{key}"}}"#))
+        .with_grants(VideoGrants {
+            room_join: true,
+            room: "room-1".into(),
+            ..Default::default()
+        })
+        .to_jwt()
+        .unwrap()
 }
 
 #[test]
@@ -43,9 +67,13 @@ fn minted_token_verifies_and_carries_the_key() {
     let v = s.verify(&minted.token).unwrap();
     assert_eq!(v.api_key, minted.api_key);
     assert_eq!(v.exp, minted.expires_at);
-    let claims = TokenVerifier::with_api_key("devkey", "secret-secret-secret-secret-1234")
-        .verify(&minted.token)
-        .unwrap();
+    // LiveKit's own verifier accepts it (the bind proof is a claim it ignores).
+    let claims = livekit_api::access_token::TokenVerifier::with_api_key(
+        "devkey",
+        "secret-secret-secret-secret-1234",
+    )
+    .verify(&minted.token)
+    .unwrap();
     assert_eq!(claims.sub, "user-7");
     assert_eq!(claims.name, "Ada");
     assert!(claims.video.room_join && claims.video.can_publish_data());
@@ -117,22 +145,40 @@ fn app_claims_give_identity_name_and_room() {
 #[test]
 fn foreign_and_broken_tokens_are_refused() {
     let s = service();
-    let other = TokenService::new(
-        "devkey",
-        &Secret::new("another-secret-another-secret-12"),
-        "ws://x",
-        Duration::from_secs(600),
-    );
+    let other = service_with("another-secret-another-secret-12", proofs());
     let forged = other.mint(&fresh()).unwrap().token;
     assert!(matches!(s.verify(&forged), Err(TokenError::Invalid(_))));
     assert!(matches!(s.verify(""), Err(TokenError::Missing)));
     assert!(matches!(s.verify("a.b.c"), Err(TokenError::Invalid(_))));
     // A valid signature without our metadata does not bind.
-    let bare = AccessToken::with_api_key("devkey", "secret-secret-secret-secret-1234")
-        .with_identity("x")
-        .to_jwt()
-        .unwrap();
+    let bare = livekit_api::access_token::AccessToken::with_api_key(
+        "devkey",
+        "secret-secret-secret-secret-1234",
+    )
+    .with_identity("x")
+    .to_jwt()
+    .unwrap();
     assert!(matches!(s.verify(&bare), Err(TokenError::NoKey)));
+}
+
+#[test]
+fn the_livekit_secret_alone_binds_nothing() {
+    let keys = proofs();
+    let s = service_with("secret-secret-secret-secret-1234", keys.clone());
+    let minted = s.mint(&fresh()).unwrap();
+    // The same key in a token signed with the LiveKit secret, without the relay's proof.
+    let forged = livekit_only("secret-secret-secret-secret-1234", &minted.api_key);
+    assert!(matches!(s.verify(&forged), Err(TokenError::NotIssuedHere)));
+    // Another relay's proof (other signing keys, same LiveKit secret) does not bind here either.
+    let elsewhere = service_with("secret-secret-secret-secret-1234", proofs());
+    let theirs = elsewhere.mint(&fresh()).unwrap();
+    assert!(matches!(
+        s.verify(&theirs.token),
+        Err(TokenError::NotIssuedHere)
+    ));
+    // A second relay process with the same keys (another node, or after a restart) accepts it.
+    let twin = service_with("secret-secret-secret-secret-1234", keys);
+    assert_eq!(twin.verify(&minted.token).unwrap().api_key, minted.api_key);
 }
 
 #[test]

@@ -9,7 +9,10 @@ use clap::Parser;
 use relay::config::{Cli, Config};
 use relay::delivery::Io;
 
-pub const AGENT_SECRET: &str = "test-agent-secret-0123456789";
+/// The agent worker's credential at the test relay (it mints agents' session tokens).
+pub const WORKER_SECRET: &str = "test-worker-secret-0123456789";
+/// The test relay's session signing key (made by `relay session-key` for these tests only).
+pub const SESSION_KEYS: &str = "k941dc25f:V87Kh8nwIPYcwCc1MCMCPRapF-Qa8M_B60pOfvRbLPc";
 pub const LIVEKIT_SECRET: &str = "test-livekit-secret-0123456789abcdef";
 
 #[allow(dead_code)] // each test crate compiles this module; not all of them use every item
@@ -21,7 +24,7 @@ pub struct Relay {
 }
 
 /// The configuration of a test relay: port 0 on loopback, LiveKit key `devkey`,
-/// [`AGENT_SECRET`], a 500 ms drain, then `flags`.
+/// [`WORKER_SECRET`], [`SESSION_KEYS`], a 500 ms drain, then `flags`.
 pub fn config(flags: &[&str]) -> Config {
     let base = [
         "relay",
@@ -31,8 +34,10 @@ pub fn config(flags: &[&str]) -> Config {
         "devkey",
         "--livekit-api-secret",
         LIVEKIT_SECRET,
-        "--agent-secret",
-        AGENT_SECRET,
+        "--worker-secret",
+        WORKER_SECRET,
+        "--session-keys",
+        SESSION_KEYS,
         "--drain-ms",
         "500",
     ];

@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use relay::sockets::TabSocket;
 use relay::store::keys::{BindError, Proof};
-use relay::store::track::{LocateError, Located, Ticket, Track, TrackError};
+use relay::store::track::{LocateError, Located, TrackError};
 use relay::store::{Bound, KeyStore};
 use relay_wire::{KeyState, RevokeReason};
 use tokio::time::Instant;
 
 use super::tabs::Tabs;
-use super::{GRACE, MAX_INFLIGHT, fresh_key, in_an_hour};
+use super::{GRACE, MAX_INFLIGHT, SESSION, fresh_key, in_an_hour, session_of, track};
 
 pub async fn cases(store: &impl KeyStore, tabs: &Tabs) {
     bind_then_bind_again(store, tabs).await;
@@ -163,21 +163,28 @@ async fn revoking_an_online_key_displaces_its_tab(store: &impl KeyStore, tabs: &
 async fn in_flight_slots_are_limited(store: &impl KeyStore) {
     let unknown = fresh_key();
     assert!(matches!(
-        track(store, &unknown).await,
+        track(store, &unknown, SESSION).await,
         Err(TrackError::Unknown)
     ));
     let key = fresh_key();
     store.issue(&key, in_an_hour()).await.unwrap();
+    // A session each, so the key's own limit is the one reached.
+    let sessions: Vec<String> = (0..=MAX_INFLIGHT as u8)
+        .map(|n| session_of(&key, n))
+        .collect();
     let mut held = Vec::new();
-    for _ in 0..MAX_INFLIGHT {
-        held.push(track(store, &key).await.expect("a free slot"));
+    for session in &sessions[..MAX_INFLIGHT] {
+        held.push(track(store, &key, session).await.expect("a free slot"));
     }
-    assert!(matches!(track(store, &key).await, Err(TrackError::TooMany)));
+    assert!(matches!(
+        track(store, &key, &sessions[MAX_INFLIGHT]).await,
+        Err(TrackError::TooMany)
+    ));
     held.pop();
     // A slot is given back when its call ends (on Redis a moment later).
     let mut again = None;
     for _ in 0..50 {
-        if let Ok(track) = track(store, &key).await {
+        if let Ok(track) = track(store, &key, SESSION).await {
             again = Some(track);
             break;
         }
@@ -192,7 +199,7 @@ async fn locate_finds_the_tab_or_none(store: &impl KeyStore, tabs: &Tabs) {
     let key = fresh_key();
     store.issue(&key, in_an_hour()).await.unwrap();
     {
-        let mut track = track(store, &key).await.unwrap();
+        let mut track = track(store, &key, SESSION).await.unwrap();
         let deadline = Instant::now() + Duration::from_millis(200);
         assert!(matches!(
             track.locate(deadline).await,
@@ -202,7 +209,7 @@ async fn locate_finds_the_tab_or_none(store: &impl KeyStore, tabs: &Tabs) {
     }
     let a = tabs.socket();
     bind(store, &key, token(), &a).await.unwrap();
-    let mut track = track(store, &key).await.unwrap();
+    let mut track = track(store, &key, SESSION).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     let Ok(Located::Here(binding)) = track.locate(deadline).await else {
         panic!("the tab of this node is found");
@@ -214,7 +221,7 @@ async fn locate_waits_for_a_bind(store: &impl KeyStore, tabs: &Tabs) {
     let key = fresh_key();
     let a = tabs.socket();
     store.issue(&key, in_an_hour()).await.unwrap();
-    let mut track = track(store, &key).await.unwrap();
+    let mut track = track(store, &key, SESSION).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     let (found, _) = tokio::join!(
         async {
@@ -250,7 +257,7 @@ async fn locate_waits_for_a_bind(store: &impl KeyStore, tabs: &Tabs) {
 async fn a_revoke_ends_a_wait(store: &impl KeyStore) {
     let key = fresh_key();
     store.issue(&key, in_an_hour()).await.unwrap();
-    let mut track = track(store, &key).await.unwrap();
+    let mut track = track(store, &key, SESSION).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     let (found, _) = tokio::join!(track.locate(deadline), async {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -258,12 +265,4 @@ async fn a_revoke_ends_a_wait(store: &impl KeyStore) {
     });
     assert!(matches!(found, Err(LocateError::Unknown)));
     assert!(Instant::now() < deadline, "well before the deadline");
-}
-
-/// A call's hold on `key`, under a call id of its own (as every call has).
-async fn track<'a>(store: &'a impl KeyStore, key: &'a str) -> Result<Track<'a>, TrackError> {
-    let id = format!("c_{}", hex::encode(rand::random::<[u8; 12]>()));
-    store
-        .track(key, 0, &Ticket::plain(&id, Duration::from_secs(60)))
-        .await
 }

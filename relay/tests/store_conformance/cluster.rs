@@ -217,7 +217,7 @@ async fn redis_store_on_a_tls_cluster() {
         super::TOKENS_PER_MIN,
         super::BOUND,
     )
-    .with_agents(&[[7; 32]], super::AGENT_RATE);
+    .with_sessions(super::LIMITS);
     super::suite(&store).await;
     drop(servers);
 }

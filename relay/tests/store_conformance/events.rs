@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use relay::store::redis::{Acquired, Admit, AgentRate, Cluster, Place, rid};
+use relay::store::redis::{Acquired, Admit, Cluster, Place, SessionCall, rid};
 
 use super::{fresh_key, in_an_hour};
 
@@ -42,13 +42,13 @@ pub async fn only_waiting_nodes_hear_a_key(a: &Arc<Cluster>, url: &str) {
     let (a0, b0, c0) = (heard(a), heard(b), heard(c));
 
     // B's call waits for the key (no tab yet).
-    let rate = AgentRate {
-        bucket: "a:events-test",
-        limit: 1000,
-        window: Duration::from_secs(1),
+    let session = SessionCall {
+        tag: 7,
+        max_inflight: 4,
+        rate_per_sec: 1000,
     };
     let admit = Admit {
-        agent: &rate,
+        session: &session,
         call_id: "c_events",
         life: Duration::from_secs(60),
         offer: None,

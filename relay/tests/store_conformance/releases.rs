@@ -6,11 +6,7 @@ use std::time::Duration;
 use relay::store::KeyStore;
 use relay::store::track::{Ticket, TrackError};
 
-use super::{MAX_INFLIGHT, fresh_key, in_an_hour};
-
-fn call_id() -> String {
-    format!("c_{}", hex::encode(rand::random::<[u8; 12]>()))
-}
+use super::{MAX_INFLIGHT, SESSION, call_id, fresh_key, in_an_hour, session_of};
 
 /// Redis on `port` forgets its scripts.
 fn flush_scripts(port: u16) {
@@ -27,18 +23,24 @@ pub async fn a_slot_is_given_back_after_redis_lost_its_scripts(store: &impl KeyS
     store.issue(&key, in_an_hour()).await.unwrap();
     let life = Duration::from_secs(60);
     let ids: Vec<String> = (0..MAX_INFLIGHT).map(|_| call_id()).collect();
+    // A session each, so the key's own limit is the one reached.
+    let sessions: Vec<String> = (0..=MAX_INFLIGHT as u8)
+        .map(|n| session_of(&key, n))
+        .collect();
     let mut held = Vec::new();
-    for id in &ids {
+    for (id, session) in ids.iter().zip(&sessions) {
         held.push(
             store
-                .track(&key, 0, &Ticket::plain(id, life))
+                .track(&key, session, &Ticket::plain(id, life))
                 .await
                 .expect("a free slot"),
         );
     }
     let extra = call_id();
     assert!(matches!(
-        store.track(&key, 0, &Ticket::plain(&extra, life)).await,
+        store
+            .track(&key, &sessions[MAX_INFLIGHT], &Ticket::plain(&extra, life))
+            .await,
         Err(TrackError::TooMany)
     ));
     // Redis forgets its scripts, then one call ends: its release loads the script again.
@@ -47,7 +49,10 @@ pub async fn a_slot_is_given_back_after_redis_lost_its_scripts(store: &impl KeyS
     let mut again = None;
     for _ in 0..50 {
         let next = call_id();
-        if let Ok(track) = store.track(&key, 0, &Ticket::plain(&next, life)).await {
+        if let Ok(track) = store
+            .track(&key, SESSION, &Ticket::plain(&next, life))
+            .await
+        {
             again = Some(track);
             break;
         }
@@ -60,7 +65,10 @@ pub async fn a_slot_is_given_back_after_redis_lost_its_scripts(store: &impl KeyS
     let mut more = None;
     for _ in 0..50 {
         let next = call_id();
-        if let Ok(track) = store.track(&key, 0, &Ticket::plain(&next, life)).await {
+        if let Ok(track) = store
+            .track(&key, SESSION, &Ticket::plain(&next, life))
+            .await
+        {
             more = Some(track);
             break;
         }

@@ -163,7 +163,11 @@ pub fn run_relay(url: &str, ca: Option<&Path>, args: &[&str]) -> (Option<i32>, S
         .env_clear()
         .env("LIVEKIT_API_KEY", "devkey")
         .env("LIVEKIT_API_SECRET", "test-livekit-secret-0123456789abcdef")
-        .env("RELAY_AGENT_SECRET", "test-agent-secret-0123456789")
+        .env("RELAY_WORKER_SECRET", "test-worker-secret-0123456789")
+        .env(
+            "RELAY_SESSION_KEYS",
+            "k1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        )
         .env("RELAY_TOKEN_ISSUER_SECRET", "test-issuer-secret-0123456789")
         .env("RELAY_ADDR", "127.0.0.1:0")
         .env("RELAY_REDIS_URL", url);

@@ -59,6 +59,13 @@ pub struct TokenResponse {
     pub api_key: String,
     /// Token expiry, Unix seconds (the JWT's `exp`).
     pub expires_at: u64,
+    /// A session token for this tab's key only (the tab's own agent may use it, and nothing
+    /// else can be reached with it): see `POST /api/voice-agent/sessions`.
+    pub agent_token: String,
+    /// The session of `agentToken` (`DELETE /api/voice-agent/sessions/{sessionId}` ends it).
+    pub agent_session_id: String,
+    /// `agentToken`'s expiry, Unix seconds.
+    pub agent_token_expires_at: u64,
 }
 
 /// The participant metadata embedded in every token.
@@ -90,7 +97,11 @@ pub struct ToolCallRequest {
     pub await_result: bool,
     /// How long the call may take, milliseconds (default 15000, at most the relay's
     /// `RELAY_MAX_TIMEOUT_MS`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::whole::optional"
+    )]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 120_000))]
     pub timeout_ms: Option<u64>,
 }
@@ -148,6 +159,9 @@ pub struct KeyStatus {
     /// For an offline key: Unix milliseconds when it will be removed unless its tab comes back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grace_ends_ms: Option<u64>,
+    /// Unix milliseconds when the tab's token expires: no session token of the key outlives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_expires_ms: Option<u64>,
     /// Counts the changes of what the tab declared (`voice-agent:handles`); 0 when it never
     /// did. Ask again with `after` set to it to wait for the next change.
     #[serde(default)]

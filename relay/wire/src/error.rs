@@ -12,6 +12,9 @@ use crate::openapi;
 pub enum ErrorCode {
     InvalidRequest,
     Unauthorized,
+    /// A valid credential that does not reach what was asked: another key, a tool or a scope
+    /// its session token lacks, or a server's credential on an agent's surface.
+    Forbidden,
     UnknownKey,
     TabOffline,
     PayloadTooLarge,
@@ -28,9 +31,10 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in table order.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
         ErrorCode::UnknownKey,
         ErrorCode::TabOffline,
         ErrorCode::PayloadTooLarge,
@@ -48,6 +52,7 @@ impl ErrorCode {
         match self {
             ErrorCode::InvalidRequest => 400,
             ErrorCode::Unauthorized => 401,
+            ErrorCode::Forbidden => 403,
             ErrorCode::UnknownKey => 404,
             ErrorCode::TabOffline => 409,
             ErrorCode::PayloadTooLarge => 413,
@@ -64,6 +69,7 @@ impl ErrorCode {
         match self {
             ErrorCode::InvalidRequest => "invalid_request",
             ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
             ErrorCode::UnknownKey => "unknown_key",
             ErrorCode::TabOffline => "tab_offline",
             ErrorCode::PayloadTooLarge => "payload_too_large",

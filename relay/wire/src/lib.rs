@@ -9,8 +9,11 @@ mod error;
 mod handles;
 mod names;
 mod secret;
+#[cfg(feature = "session")]
+pub mod session;
 #[cfg(test)]
 mod tests;
+mod whole;
 
 pub use answer::*;
 pub use bodies::*;

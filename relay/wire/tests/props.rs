@@ -135,7 +135,11 @@ proptest! {
         token in ".{0,60}", url in ".{0,30}", room_name in ".{0,20}", identity in ".{0,20}",
         hex in "[0-9a-f]{64}", expires_at in any::<u64>(),
     ) {
-        let r = TokenResponse { token, url, room_name, identity, api_key: format!("va_{hex}"), expires_at };
+        let r = TokenResponse {
+            agent_token: format!("{token}.agent"), agent_session_id: format!("s_{hex}"),
+            agent_token_expires_at: expires_at / 2,
+            token, url, room_name, identity, api_key: format!("va_{hex}"), expires_at,
+        };
         let printed = serde_json::to_string(&r).unwrap();
         prop_assert_eq!(serde_json::from_str::<TokenResponse>(&printed).unwrap(), r);
     }
@@ -165,7 +169,7 @@ proptest! {
     }
 
     #[test]
-    fn error_bodies_round_trip(call_id in opt_string(), message in ".{0,40}", which in 0usize..12) {
+    fn error_bodies_round_trip(call_id in opt_string(), message in ".{0,40}", which in 0usize..13) {
         let code = ErrorCode::ALL[which % ErrorCode::ALL.len()];
         let body = ErrorBody::new(code, message, call_id);
         let printed = serde_json::to_string(&body).unwrap();
@@ -184,7 +188,7 @@ proptest! {
         let mode = grace.map(|n| format!("mode{}", n % 5));
         let status = KeyStatus {
             ok, state, fingerprint: call_id, since_ms: since, grace_ends_ms: grace,
-            revision: since / 2, handles, page_tools: None, mode,
+            token_expires_ms: grace.map(|g| g / 3), revision: since / 2, handles, page_tools: None, mode,
         };
         prop_assert_eq!(serde_json::from_str::<KeyStatus>(&serde_json::to_string(&status).unwrap()).unwrap(), status);
         let ack = RegisterAck { ok, error: (!ok).then(|| ErrorObject { code: "unauthorized".into(), message: "m".into() }) };

@@ -2,14 +2,16 @@
 
 ``GET /agent/tools`` gives the instructions and UI tools of the session's current mode;
 ``POST /agent/tools/{name}`` runs one (through the relay to the tab, or a mode change).
-Every request carries ``Authorization: Bearer <agent secret>`` and the tab's key in
-``X-Voice-Agent-Key``. The client holds no global state: make one per key (or share one
-``httpx.AsyncClient`` between several through ``http=``).
+Every request carries ``Authorization: Bearer <session token>`` (a token for that one key,
+which reaches no other tab) and the tab's key in ``X-Voice-Agent-Key``. The client holds no
+global state: make one per key (or share one ``httpx.AsyncClient`` between several through
+``http=``).
 
 Two kinds of failure, kept apart:
 
-- the API call itself fails (wrong secret, malformed key, worker unreachable, no answer in
-  time): the method raises a :class:`WorkerError` subclass;
+- the API call itself fails (a refused or expired token, a token for another key, a
+  malformed key, worker unreachable, no answer in time): the method raises a
+  :class:`WorkerError` subclass;
 - the tool ran and failed (tab offline, the user's tab answered with an error, invalid
   arguments): :meth:`WorkerClient.call_tool` returns a :class:`CallOutcome` whose ``error``
   holds the same typed error as a value, with a message a model can speak.
@@ -33,6 +35,7 @@ from .errors import (
     CallTimeout,
     Cancelled,
     ErrorCode,
+    Forbidden,
     Internal,
     InvalidArguments,
     InvalidRequest,
@@ -68,6 +71,7 @@ __all__ = [
     "CallTimeout",
     "Cancelled",
     "ErrorCode",
+    "Forbidden",
     "Internal",
     "InvalidArguments",
     "InvalidRequest",
@@ -214,6 +218,7 @@ def parse_error_body(status: int, body: Any) -> WorkerError:
     fallback = {
         400: ErrorCode.INVALID_REQUEST,
         401: ErrorCode.UNAUTHORIZED,
+        403: ErrorCode.FORBIDDEN,
         404: ErrorCode.UNKNOWN_KEY,
         413: ErrorCode.PAYLOAD_TOO_LARGE,
         429: ErrorCode.RATE_LIMITED,
@@ -240,17 +245,18 @@ def parse_call_body(name: str, body: Any) -> CallOutcome:
 
 
 class WorkerClient:
-    """The agent API for one tab's key.
+    """The agent API for one tab's key, with a session token for that key.
 
-    ``timeout_ms`` of a tool sets the HTTP timeout of its call: that time plus ``margin_s``
-    (``DEFAULT_CALL_TIMEOUT_MS`` when the tool has none). Use as an async context manager,
-    or call :meth:`aclose`.
+    ``token`` is the agent's session token (from its dispatch's metadata, or from the app's
+    backend); it is sent on every request and never logged. ``timeout_ms`` of a tool sets the
+    HTTP timeout of its call: that time plus ``margin_s`` (``DEFAULT_CALL_TIMEOUT_MS`` when
+    the tool has none). Use as an async context manager, or call :meth:`aclose`.
     """
 
     def __init__(
         self,
         base_url: str,
-        secret: str,
+        token: str,
         key: str,
         *,
         http: httpx.AsyncClient | None = None,
@@ -260,11 +266,11 @@ class WorkerClient:
     ) -> None:
         if not is_api_key(key):
             raise ValueError("key is not a routing key (va_ and 64 lowercase hex characters)")
-        if not secret:
-            raise ValueError("the agent secret is empty")
+        if token.count(".") != 2:
+            raise ValueError("token is not a session token (a JWT the relay minted for the key)")
         self._base = base_url.rstrip("/")
         self._headers = {
-            "Authorization": f"Bearer {secret}",
+            "Authorization": f"Bearer {token}",
             KEY_HEADER: key,
             "Accept": "application/json",
         }

@@ -15,6 +15,7 @@ class ErrorCode(StrEnum):
 
     INVALID_REQUEST = "invalid_request"
     UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
     UNKNOWN_KEY = "unknown_key"
     TAB_OFFLINE = "tab_offline"
     PAYLOAD_TOO_LARGE = "payload_too_large"
@@ -60,6 +61,12 @@ class InvalidRequest(WorkerError):
 
 class Unauthorized(WorkerError):
     default_code = ErrorCode.UNAUTHORIZED
+
+
+class Forbidden(WorkerError):
+    """A valid session token that does not reach this: another key, a tool or scope it lacks."""
+
+    default_code = ErrorCode.FORBIDDEN
 
 
 class UnknownKey(WorkerError):
@@ -143,6 +150,7 @@ _BY_CODE: dict[str, type[WorkerError]] = {
     for cls in (
         InvalidRequest,
         Unauthorized,
+        Forbidden,
         UnknownKey,
         TabOffline,
         PayloadTooLarge,

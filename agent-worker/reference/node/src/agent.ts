@@ -3,14 +3,17 @@
  * The reference agent as a program: `voice-relay-agent start|dev|connect --room R`.
  *
  * Models come from the environment (the same variables as the Python reference agent): an
- * OpenAI-compatible LLM (required), STT and TTS (optional). With no LLM, no agent secret, or
- * no LiveKit server, it refuses to start and says what is missing (exit 64).
+ * OpenAI-compatible LLM (required), STT and TTS (optional). It registers under its agent name
+ * (`AGENT_NAME`) and is dispatched by the agent worker for one user at a time, with a session
+ * token for that user's key alone in the job's metadata; it holds no secret of the relay's.
+ * With no LLM, a relay secret in its environment, or no LiveKit server, it refuses to start and
+ * says what is missing (exit 64).
  */
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ServerOptions, cli, defineAgent, type JobContext } from '@livekit/agents';
 import * as openai from '@livekit/agents-plugin-openai';
-import { ConfigError, EXIT_CONFIG, describeEndpoint, livekitProblems, loadConfig, type Settings } from './config.js';
+import { ConfigError, DEFAULT_AGENT_NAME, EXIT_CONFIG, describeEndpoint, livekitProblems, loadConfig, type Settings } from './config.js';
 import { runSession, type Pipeline } from '@voice-relay/agent';
 
 const RUN_COMMANDS = ['start', 'dev', 'connect'];
@@ -72,7 +75,7 @@ export function check(argv: readonly string[], env = process.env): void {
     if (lk.length > 0) throw new ConfigError(lk);
     httpPort(env);
     const { settings, notes } = loaded;
-    console.error(`voice-relay-agent: worker at ${settings.workerUrl}`);
+    console.error(`voice-relay-agent: worker at ${settings.workerUrl}, dispatched as ${settings.agentName}`);
     console.error(`voice-relay-agent: LLM ${describeEndpoint(settings.llm)}`);
     if (settings.stt) console.error(`voice-relay-agent: STT ${describeEndpoint(settings.stt)}`);
     if (settings.tts) console.error(`voice-relay-agent: TTS ${describeEndpoint(settings.tts)}`);
@@ -94,7 +97,8 @@ function isMain(): boolean {
 
 if (isMain()) {
   check(process.argv.slice(2));
-  // Without LIVEKIT_AGENT_NAME: dispatched into every new room.
+  // Registered by name: dispatched only when the agent worker asks for it, for one user.
   const port = httpPort();
-  cli.runApp(new ServerOptions({ agent: fileURLToPath(import.meta.url), ...(port ? { port } : {}) }));
+  const agentName = process.env['AGENT_NAME']?.trim() || DEFAULT_AGENT_NAME;
+  cli.runApp(new ServerOptions({ agent: fileURLToPath(import.meta.url), agentName, ...(port ? { port } : {}) }));
 }

@@ -6,6 +6,8 @@
  */
 
 export const DEFAULT_WORKER_URL = 'http://127.0.0.1:3002';
+/** The agent's name unless AGENT_NAME says otherwise (the worker's WORKER_AGENT_NAME must match). */
+export const DEFAULT_AGENT_NAME = 'voice-relay-agent';
 /** Models used against api.openai.com when no model is named; a custom base URL needs one. */
 export const OPENAI_LLM_MODEL = 'gpt-4.1-mini';
 export const OPENAI_STT_MODEL = 'gpt-4o-mini-transcribe';
@@ -34,7 +36,9 @@ export interface Endpoint {
 
 export interface Settings {
   readonly workerUrl: string;
-  readonly agentSecret: string;
+  /** The name the agent registers under: LiveKit dispatches it only when the agent worker asks
+   * for it by that name (WORKER_AGENT_NAME), for one user at a time. */
+  readonly agentName: string;
   readonly llm: Endpoint;
   readonly stt: Endpoint | null;
   readonly tts: Endpoint | null;
@@ -120,11 +124,14 @@ export function loadConfig(env: Env = process.env): { settings: Settings; notes:
   const workerUrl = get(env, 'WORKER_URL') ?? DEFAULT_WORKER_URL;
   if (!/^https?:\/\//.test(workerUrl)) problems.push(`WORKER_URL=${JSON.stringify(workerUrl)} is not an http(s) URL`);
 
-  const secrets = (get(env, 'RELAY_AGENT_SECRET') ?? '').split(',').map((s) => s.trim()).filter(Boolean);
-  if (secrets.length === 0) {
-    problems.push(
-      "RELAY_AGENT_SECRET is not set: the agent cannot use the worker's tools (use the same value as the relay and the worker)",
-    );
+  for (const held of ['RELAY_AGENT_SECRET', 'RELAY_WORKER_SECRET', 'RELAY_OPERATOR_SECRET']) {
+    if (get(env, held) !== undefined) {
+      problems.push(`${held} is set: the agent holds no secret of the relay's; each job gets a session token for its one user in its dispatch (unset it here)`);
+    }
+  }
+  const agentName = get(env, 'AGENT_NAME') ?? DEFAULT_AGENT_NAME;
+  if (agentName.length > 128 || !/^[A-Za-z0-9._-]+$/.test(agentName)) {
+    problems.push(`AGENT_NAME=${JSON.stringify(agentName)} must be letters, digits, '-', '_' or '.'`);
   }
 
   const llm = endpoint(env, 'AGENT_LLM', OPENAI_LLM_MODEL, problems);
@@ -160,7 +167,7 @@ export function loadConfig(env: Env = process.env): { settings: Settings; notes:
 
   const settings: Settings = {
     workerUrl,
-    agentSecret: secrets[0] ?? '',
+    agentName,
     llm: llm ?? { model: '' },
     stt,
     tts,

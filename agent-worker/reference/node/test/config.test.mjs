@@ -7,33 +7,39 @@ import { ConfigError, loadConfig } from '../dist/config.js';
 
 const agent = fileURLToPath(new URL('../dist/agent.js', import.meta.url));
 
-test('no LLM and no secret: refused, each problem named', () => {
+test('no LLM: refused, each problem named; a relay secret in the agent\'s environment is refused too', () => {
   assert.throws(() => loadConfig({}), (e) => e instanceof ConfigError
-    && e.problems.some((p) => p.startsWith('RELAY_AGENT_SECRET'))
-    && e.problems.some((p) => p.startsWith('no LLM')));
-  assert.throws(() => loadConfig({ RELAY_AGENT_SECRET: 's', AGENT_LLM_BASE_URL: 'http://127.0.0.1:1/v1' }), /AGENT_LLM_MODEL is required/);
-  assert.throws(() => loadConfig({ RELAY_AGENT_SECRET: 's', AGENT_LLM_MODEL: 'm' }), /names no endpoint/);
+    && e.problems.length === 1 && e.problems[0].startsWith('no LLM'));
+  assert.throws(() => loadConfig({ AGENT_LLM_BASE_URL: 'http://127.0.0.1:1/v1' }), /AGENT_LLM_MODEL is required/);
+  assert.throws(() => loadConfig({ AGENT_LLM_MODEL: 'm' }), /names no endpoint/);
+  for (const held of ['RELAY_AGENT_SECRET', 'RELAY_WORKER_SECRET', 'RELAY_OPERATOR_SECRET']) {
+    assert.throws(() => loadConfig({ [held]: 'secret-not-to-print', OPENAI_API_KEY: 'sk-test' }), (e) => e instanceof ConfigError
+      && e.problems.some((p) => p.startsWith(`${held} is set`) && p.includes('session token') && !p.includes('secret-not-to-print')));
+  }
+  assert.throws(() => loadConfig({ AGENT_NAME: 'has space', OPENAI_API_KEY: 'sk-test' }), /AGENT_NAME/);
 });
 
 test('an OpenAI-compatible server configures the models', () => {
   const { settings, notes } = loadConfig({
-    RELAY_AGENT_SECRET: 'first,second', AGENT_LLM_BASE_URL: 'http://127.0.0.1:8000/v1', AGENT_LLM_MODEL: 'local', AGENT_STT: 'none', AGENT_TTS: 'none',
+    AGENT_NAME: 'helper-7', AGENT_LLM_BASE_URL: 'http://127.0.0.1:8000/v1', AGENT_LLM_MODEL: 'local', AGENT_STT: 'none', AGENT_TTS: 'none',
   });
-  assert.equal(settings.agentSecret, 'first');
+  assert.equal(settings.agentName, 'helper-7');
   assert.deepEqual(settings.llm, { model: 'local', baseURL: 'http://127.0.0.1:8000/v1', apiKey: 'not-set' });
   assert.equal(settings.stt, null);
   assert.equal(notes.length, 2);
-  const openai = loadConfig({ RELAY_AGENT_SECRET: 's', OPENAI_API_KEY: 'sk-test' }).settings;
+  const openai = loadConfig({ OPENAI_API_KEY: 'sk-test' }).settings;
+  assert.equal(openai.agentName, 'voice-relay-agent');
   assert.equal(openai.llm.model, 'gpt-4.1-mini');
   assert.equal(openai.tts.model, 'gpt-4o-mini-tts');
 });
 
 test('the program refuses to start, exit 64, without printing secrets', () => {
   const run = spawnSync(process.execPath, [agent, 'start'], {
-    env: { PATH: process.env.PATH, RELAY_AGENT_SECRET: 'secret-not-to-print', AGENT_LLM_MODEL: 'm' }, encoding: 'utf8', timeout: 30000,
+    env: { PATH: process.env.PATH, RELAY_WORKER_SECRET: 'secret-not-to-print', AGENT_LLM_MODEL: 'm' }, encoding: 'utf8', timeout: 30000,
   });
   assert.equal(run.status, 64, run.stderr);
   assert.match(run.stderr, /names no endpoint/);
+  assert.match(run.stderr, /RELAY_WORKER_SECRET is set/);
   assert.match(run.stderr, /LIVEKIT_URL is not set/);
   assert.ok(!run.stderr.includes('secret-not-to-print'));
 });

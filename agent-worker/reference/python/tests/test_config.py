@@ -14,7 +14,7 @@ import config
 
 AGENT = Path(__file__).resolve().parents[1] / "agent.py"
 
-SECRET = "as-0123456789abcdef0123"
+SECRET = "ws-0123456789abcdef0123"
 
 
 def load(**env: str) -> tuple[config.Settings, list[str]]:
@@ -29,32 +29,40 @@ def problems(**env: str) -> list[str]:
 
 def test_nothing_configured_names_every_fatal_problem() -> None:
     found = problems()
-    assert len(found) == 2
-    assert found[0].startswith("RELAY_AGENT_SECRET is not set")
-    assert found[1].startswith("no LLM:")
-    assert "does not start" in found[1]
+    assert len(found) == 1
+    assert found[0].startswith("no LLM:")
+    assert "does not start" in found[0]
+
+
+@pytest.mark.parametrize(
+    "held", ["RELAY_AGENT_SECRET", "RELAY_WORKER_SECRET", "RELAY_OPERATOR_SECRET"]
+)
+def test_the_agent_refuses_to_hold_a_relay_secret(held: str) -> None:
+    found = problems(**{held: SECRET}, OPENAI_API_KEY="sk-test")
+    assert len(found) == 1 and found[0].startswith(f"{held} is set")
+    assert "session token" in found[0] and SECRET not in found[0]
 
 
 def test_openai_key_alone_configures_every_model() -> None:
-    settings, notes = load(RELAY_AGENT_SECRET=SECRET, OPENAI_API_KEY="sk-test")
+    settings, notes = load(OPENAI_API_KEY="sk-test")
     assert notes == []
+    assert settings.agent_name == config.DEFAULT_AGENT_NAME
     assert settings.worker_url == config.DEFAULT_WORKER_URL
     assert settings.llm == config.Endpoint(model=config.OPENAI_LLM_MODEL, api_key="sk-test")
     assert settings.stt is not None and settings.stt.model == config.OPENAI_STT_MODEL
     assert isinstance(settings.tts, config.Endpoint)
     assert settings.tts.model == config.OPENAI_TTS_MODEL
     assert "sk-test" not in repr(settings)
-    assert SECRET not in repr(settings)
 
 
 def test_local_llm_without_stt_or_tts_says_what_the_agent_cannot_do() -> None:
     settings, notes = load(
-        RELAY_AGENT_SECRET=f"{SECRET},as-older-secret-0000000",
+        AGENT_NAME="helper-7",
         AGENT_LLM_BASE_URL="http://127.0.0.1:11434/v1",
         AGENT_LLM_MODEL="llama3.2",
         WORKER_URL="http://127.0.0.1:4002",
     )
-    assert settings.agent_secret == SECRET
+    assert settings.agent_name == "helper-7"
     assert settings.worker_url == "http://127.0.0.1:4002"
     assert settings.llm.base_url == "http://127.0.0.1:11434/v1"
     assert settings.llm.api_key == config.NO_API_KEY
@@ -66,7 +74,6 @@ def test_local_llm_without_stt_or_tts_says_what_the_agent_cannot_do() -> None:
 
 def test_espeak_tts() -> None:
     settings, notes = load(
-        RELAY_AGENT_SECRET=SECRET,
         OPENAI_API_KEY="sk-test",
         AGENT_TTS="espeak",
         AGENT_STT="none",
@@ -79,7 +86,7 @@ def test_espeak_tts() -> None:
 
 def test_malformed_values_are_each_named() -> None:
     found = problems(
-        RELAY_AGENT_SECRET=SECRET,
+        AGENT_NAME="has space",
         AGENT_LLM_BASE_URL="http://127.0.0.1:8000/v1",
         AGENT_STT="whisper",
         AGENT_TTS="espeak",
@@ -99,6 +106,7 @@ def test_malformed_values_are_each_named() -> None:
         "AGENT_MAX_TOOL_STEPS='0'",
         "AGENT_JOB_EXECUTOR='fiber'",
         "WORKER_URL='127.0.0.1:3002'",
+        "AGENT_NAME='has space'",
     ):
         assert expected in text, expected
 
@@ -135,14 +143,13 @@ def test_start_without_configuration_exits_with_the_reasons() -> None:
     done = run_agent("start")
     assert done.returncode == agent.EXIT_CONFIG
     lines = done.stderr.strip().splitlines()
-    assert lines[0].startswith("voice-relay-agent: RELAY_AGENT_SECRET is not set")
-    assert lines[1].startswith("voice-relay-agent: no LLM:")
+    assert lines[0].startswith("voice-relay-agent: no LLM:")
     assert done.stdout == ""
 
 
 def test_start_without_livekit_names_each_variable() -> None:
-    done = run_agent("start", RELAY_AGENT_SECRET=SECRET, OPENAI_API_KEY="sk-test")
+    done = run_agent("start", OPENAI_API_KEY="sk-test")
     assert done.returncode == agent.EXIT_CONFIG
     for name in ("LIVEKIT_URL", "LIVEKIT_API_KEY", "LIVEKIT_API_SECRET"):
         assert f"voice-relay-agent: {name} is not set" in done.stderr
-    assert "sk-test" not in done.stderr and SECRET not in done.stderr
+    assert "sk-test" not in done.stderr

@@ -18,16 +18,20 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::super::state::{ServeState, routing_key};
+use super::super::auth::Agent;
+use super::super::state::ServeState;
+use crate::catalog::Move;
 use crate::error::{Code, ToolError};
 use crate::session::OfferedTool;
 
-/// The key of the request whose HTTP parts rmcp put in `extensions`.
-fn key_of(extensions: &Extensions) -> Result<String, McpError> {
-    let parts = extensions
+/// The agent of the request whose HTTP parts rmcp put in `extensions` (the guard verified it
+/// and put it there).
+fn agent_of(extensions: &Extensions) -> Result<Agent, McpError> {
+    extensions
         .get::<Parts>()
-        .ok_or_else(|| McpError::internal_error("the request's HTTP headers are missing", None))?;
-    routing_key(&parts.headers).map_err(|m| McpError::invalid_request(m, None))
+        .and_then(|parts| parts.extensions.get::<Agent>())
+        .cloned()
+        .ok_or_else(|| McpError::internal_error("the request's credential is missing", None))
 }
 
 /// One MCP server instance: one per MCP session (2025-11-25) or per request (stateless).
@@ -52,8 +56,7 @@ impl Handler {
     }
 
     /// In an MCP session (a request with `Mcp-Session-Id`), follows `key`'s session and
-    /// announces each change to the client. A later request with another key moves the follower
-    /// to that key's session.
+    /// announces each change to the client (an MCP session has one key: its owner's).
     fn follow(&self, extensions: &Extensions, peer: &Peer<RoleServer>, key: &str) {
         let in_session = extensions
             .get::<Parts>()
@@ -173,15 +176,15 @@ impl ServerHandler for Handler {
         let mut result = self.negotiate_initialize(&request)?;
         // The session's current mode instructions, when the key is known (it always is past
         // the guard).
-        if let Ok(key) = key_of(&context.extensions) {
-            result.instructions = Some(self.state.worker.offer(&key).await.instructions);
+        if let Ok(agent) = agent_of(&context.extensions) {
+            result.instructions = Some(self.state.worker.offer(&agent.key).await.instructions);
         }
         Ok(result)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        if let Ok(key) = key_of(&context.extensions) {
-            self.follow(&context.extensions, &context.peer, &key);
+        if let Ok(agent) = agent_of(&context.extensions) {
+            self.follow(&context.extensions, &context.peer, &agent.key);
         }
     }
 
@@ -190,11 +193,16 @@ impl ServerHandler for Handler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let key = key_of(&context.extensions)?;
-        let offer = self.state.worker.offer(&key).await;
-        self.follow(&context.extensions, &context.peer, &key);
+        let agent = agent_of(&context.extensions)?;
+        let offer = self.state.worker.offer(&agent.key).await;
+        self.follow(&context.extensions, &context.peer, &agent.key);
         Ok(ListToolsResult::with_all_items(
-            offer.tools.into_iter().map(|t| self.tool(t)).collect(),
+            offer
+                .tools
+                .into_iter()
+                .filter(|t| agent.may_use(&t.name, t.is_move))
+                .map(|t| self.tool(t))
+                .collect(),
         ))
     }
 
@@ -208,20 +216,26 @@ impl ServerHandler for Handler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let key = key_of(&context.extensions)?;
-        self.follow(&context.extensions, &context.peer, &key);
+        let agent = agent_of(&context.extensions)?;
+        let key = &agent.key;
+        self.follow(&context.extensions, &context.peer, key);
         let name: Cow<'_, str> = request.name;
-        let args = Value::Object(request.arguments.unwrap_or_default());
         let worker = &self.state.worker;
+        let is_move = Move::of(&name).is_some() && worker.catalog.current().tool(&name).is_none();
+        if let Err(refused) = agent.require_tool(&name, is_move) {
+            let err = ToolError::new(refused.code, refused.message);
+            return Ok(failed(&err).into());
+        }
+        let args = Value::Object(request.arguments.unwrap_or_default());
         let started = tokio::time::Instant::now();
         // A client's cancellation (or a stateless request whose connection went) drops the
         // call: the relay client then cancels it at the relay, and the tab is told.
         let outcome = tokio::select! {
-            outcome = worker.agent_call(&key, &name, &args) => outcome,
+            outcome = worker.agent_call(key, agent.token.expose(), &name, &args) => outcome,
             _ = context.ct.cancelled() => {
                 let cancelled = ToolError::new(Code::Cancelled, "the MCP client cancelled the call");
-                worker.sessions.record(&key, &name, started.elapsed(), &Err(cancelled));
-                tracing::info!(key = %Fp(&key), tool = %name, "MCP tool call cancelled by the client");
+                worker.sessions.record(key, &name, started.elapsed(), &Err(cancelled));
+                tracing::info!(key = %Fp(key), tool = %name, "MCP tool call cancelled by the client");
                 return Err(McpError::invalid_request("the call was cancelled", None));
             }
         };
@@ -265,7 +279,8 @@ impl ServerHandler for Handler {
     /// 2026-07-28 clients (no sessions) hear of a changed tool list on a
     /// `subscriptions/listen` stream: it follows the session of the request's key.
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
-        let key = key_of(&subscription.request_context().extensions)?;
+        let agent = agent_of(&subscription.request_context().extensions)?;
+        let key = agent.key;
         // Follow first, before anything is awaited: a change made right after the client saw
         // its subscription honoured is then not missed (the receiver counts from now on).
         let mut changes = match self.state.worker.sessions.follow(&key) {

@@ -5,17 +5,21 @@
 //!
 //! It is a view of the same functions as the HTTP agent API ([`super::agent_api`]):
 //! `tools/list` is [`Worker::offer`], `tools/call` is [`Worker::agent_call`]. Every request
-//! carries the agent secret as a Bearer credential (checked by [`guard`], a layer in front of
-//! the MCP service, so even `initialize` is refused without it) and the tab's key in
-//! `X-Voice-Agent-Key`; the handler reads the key from each request's headers and never keeps
-//! it as session state. An MCP session follows its key's session
+//! carries the agent's session token as a Bearer credential, checked by [`guard`] (a layer in
+//! front of the MCP service, so even `initialize` is refused without it), which hands the
+//! verified [`Agent`](super::auth::Agent) to the handler in the request's extensions; the key comes with the token
+//! (`X-Voice-Agent-Key`, optional, must name the token's key). An MCP session belongs to the
+//! token that opened it ([`owners`]): a request on it with another token, or for another key,
+//! gets `404` as for an unknown session. An MCP session follows its key's session
 //! ([`crate::session::Sessions::follow`]): each change of the mode, of what the tab handles or
 //! of the catalog reaches its client as `notifications/tools/list_changed`.
 //!
 //! [`Worker::offer`]: crate::Worker::offer
 //! [`Worker::agent_call`]: crate::Worker::agent_call
 
+pub mod config;
 mod handler;
+pub mod owners;
 pub mod surface;
 
 use std::sync::Arc;
@@ -30,44 +34,16 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::state::{ServeState, routing_key};
+use relay_wire::session::Scope;
+
+use super::error::ApiError;
+use super::state::ServeState;
+pub use config::McpConfig;
 pub use handler::Handler;
+pub use owners::Owners;
 
 /// Largest JSON-RPC message accepted on `/mcp`.
 const MAX_MESSAGE_BYTES: usize = 256 * 1024;
-
-/// Who may reach `/mcp` from where: the `Host` headers accepted (rmcp refuses others with 403,
-/// against DNS rebinding) and the browser origins accepted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct McpConfig {
-    /// Hosts (`name` or `name:port`) accepted in `Host`; empty accepts any.
-    pub allowed_hosts: Vec<String>,
-    /// Origins (`scheme://host[:port]`, `:*` for any port) accepted when a request carries
-    /// `Origin`; `None` accepts any. `Some(vec![])` refuses every request that carries one.
-    /// The voice platforms call from servers, which send no `Origin`; by default only pages
-    /// served from this machine's loopback addresses may call.
-    pub allowed_origins: Option<Vec<String>>,
-}
-
-/// The loopback names, as hosts and as the origins of pages served from them.
-const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
-
-impl Default for McpConfig {
-    fn default() -> Self {
-        McpConfig {
-            allowed_hosts: LOOPBACK
-                .iter()
-                .map(|h| h.trim_matches(['[', ']']).to_owned())
-                .collect(),
-            allowed_origins: Some(
-                LOOPBACK
-                    .iter()
-                    .flat_map(|h| [format!("http://{h}:*"), format!("https://{h}:*")])
-                    .collect(),
-            ),
-        }
-    }
-}
 
 /// The `/mcp` service: the credential and key check in front of rmcp's Streamable HTTP
 /// service. `shutdown` ends every MCP session and stream (a server stopping gracefully would
@@ -151,10 +127,15 @@ async fn jsonrpc_errors(request: Request, next: Next) -> Response {
     Response::from_parts(parts, Body::from(body.to_string()))
 }
 
-/// Refuses, before the MCP service sees it, a request without one of the agent secrets (401)
-/// or without a well-formed `X-Voice-Agent-Key` (400). Both answers are JSON-RPC errors, which
-/// MCP clients show with their message.
-async fn guard(State(state): State<Arc<ServeState>>, request: Request, next: Next) -> Response {
+/// The header naming an MCP session.
+const SESSION_ID: &str = "mcp-session-id";
+
+/// Refuses, before the MCP service sees it, a request without a valid session token (401),
+/// with one for another key or without the `list` scope (403), or on an MCP session another
+/// token opened (404, as for an unknown session). Each answer is a JSON-RPC error, which MCP
+/// clients show with its message. A request that passes carries its agent in its
+/// extensions; the MCP session `initialize` opens is recorded as that agent's.
+async fn guard(State(state): State<Arc<ServeState>>, mut request: Request, next: Next) -> Response {
     // A method MCP does not use is refused as such, whoever asks.
     if ![Method::GET, Method::POST, Method::DELETE].contains(request.method()) {
         let mut response = refusal(
@@ -168,22 +149,71 @@ async fn guard(State(state): State<Arc<ServeState>>, request: Request, next: Nex
             .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
         return response;
     }
-    if !state.agent_authorized(request.headers()) {
-        let mut response = refusal(
+    // A stream or a close names the session it is for: without one it is malformed (after the
+    // credential, before the key is looked for).
+    let method = request.method().clone();
+    let no_session = method != Method::POST && !request.headers().contains_key(SESSION_ID);
+    let agent = match state.agent(request.headers()).await {
+        Ok(_)
+        | Err(ApiError {
+            status: StatusCode::NOT_FOUND,
+            ..
+        }) if no_session => {
+            return refusal(
+                request,
+                StatusCode::BAD_REQUEST,
+                "Bad Request: Mcp-Session-Id is required on GET and DELETE",
+            )
+            .await;
+        }
+        Ok(agent) => agent,
+        Err(err) => {
+            let status = err.status;
+            let mut response = refusal(request, status, &err.message).await;
+            if status == StatusCode::UNAUTHORIZED {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            return response;
+        }
+    };
+    if let Err(err) = agent.require(Scope::List) {
+        return refusal(request, err.status, &err.message).await;
+    }
+    let session = request
+        .headers()
+        .get(SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(id) = &session
+        && !state.mcp_owners.owns(id, &agent)
+    {
+        return refusal(
             request,
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong agent secret (Authorization: Bearer <agent secret>)",
+            StatusCode::NOT_FOUND,
+            "Not Found: Session not found",
         )
         .await;
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return response;
     }
-    if let Err(message) = routing_key(request.headers()) {
-        return refusal(request, StatusCode::BAD_REQUEST, message).await;
+    let closing = method == Method::DELETE;
+    request.extensions_mut().insert(agent.clone());
+    let response = next.run(request).await;
+    match &session {
+        None => {
+            if let Some(opened) = response
+                .headers()
+                .get(SESSION_ID)
+                .and_then(|v| v.to_str().ok())
+            {
+                state.mcp_owners.record(opened, &agent);
+            }
+        }
+        Some(id) if response.status() == StatusCode::NOT_FOUND => state.mcp_owners.forget(id),
+        Some(id) if closing && response.status().is_success() => state.mcp_owners.forget(id),
+        Some(_) => {}
     }
-    next.run(request).await
+    response
 }
 
 /// JSON-RPC "invalid request".

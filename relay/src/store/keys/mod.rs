@@ -7,19 +7,21 @@
 //!
 //! Callers waiting for an offline key park on the key's own `Notify`; binding, revoking and removal wake them.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use dashmap::DashMap;
 use relay_wire::{KeyState, KeyStatus, RevokeReason};
 use socketioxide::socket::Sid;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+mod shared;
 mod tab;
 
+use shared::lock;
+pub use shared::{InflightGuard, KeyShared, SessionSlot};
 pub use tab::{NotBound, TabInfo};
 
 use crate::config::fingerprint;
@@ -85,36 +87,6 @@ impl Entry {
     }
 }
 
-/// Per-key data shared with the calls in flight for that key.
-#[derive(Default)]
-pub struct KeyShared {
-    changed: Notify,
-    inflight: AtomicUsize,
-    /// Awaited calls delivered and not yet answered; told `cancel` when their tab is replaced or
-    /// revoked.
-    pending: Mutex<Vec<Arc<str>>>,
-}
-
-impl KeyShared {
-    pub fn add_pending(&self, call_id: &Arc<str>) {
-        lock(&self.pending).push(call_id.clone());
-    }
-
-    pub fn remove_pending(&self, call_id: &str) {
-        lock(&self.pending).retain(|c| &**c != call_id);
-    }
-
-    fn take_pending(&self) -> Vec<Arc<str>> {
-        std::mem::take(&mut *lock(&self.pending))
-    }
-}
-
-/// The pending list's lock is held for a push or a scan, never across an await; a panic while
-/// holding it cannot leave the `Vec` inconsistent, so a poisoned lock is simply reused.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// How a bind proves the key was issued here.
 #[derive(Debug, Clone, Copy)]
 pub enum Proof {
@@ -143,23 +115,6 @@ pub enum WaitError {
 pub enum AcquireError {
     Unknown,
     TooMany,
-}
-
-/// Holds one of the key's in-flight slots; released on drop.
-pub struct InflightGuard {
-    shared: Arc<KeyShared>,
-}
-
-impl InflightGuard {
-    pub fn shared(&self) -> &Arc<KeyShared> {
-        &self.shared
-    }
-}
-
-impl Drop for InflightGuard {
-    fn drop(&mut self) {
-        self.shared.inflight.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 pub struct LifecycleConfig {
@@ -383,6 +338,13 @@ impl Keys {
             fingerprint: fingerprint(key),
             since_ms: entry.since_ms,
             grace_ends_ms,
+            token_expires_ms: Some(
+                unix_now_ms()
+                    + entry
+                        .token_exp
+                        .saturating_duration_since(Instant::now())
+                        .as_millis() as u64,
+            ),
             revision: 0,
             handles: None,
             page_tools: None,

@@ -3,12 +3,11 @@
 //! touch one hash slot only.
 //!
 //! In a source, a line ending in `--one` belongs to the one-server form only (the steps that
-//! span slots: the nodes' key sets, the heartbeat check, the agent's rate window; on a cluster
-//! they are separate commands around the script) and a line ending in `--cluster` to the cluster
-//! form only. Both forms take the same first keys (the key's record, then its watch: the calls in
-//! flight and the nodes waiting for its changes, [`super::watch`]) and the same first arguments,
-//! in the same order, so one source reads the same `KEYS[i]` and `ARGV[i]` in both; the
-//! one-server form's own follow.
+//! span slots: the nodes' key sets, the heartbeat check; on a cluster they are separate commands
+//! around the script) and a line ending in `--cluster` to the cluster form only. Both forms take
+//! the same first keys (the key's record, then its watch: the calls in flight and the nodes
+//! waiting for its changes, [`super::watch`]) and the same first arguments, in the same order, so
+//! one source reads the same `KEYS[i]` and `ARGV[i]` in both; the one-server form's own follow.
 //!
 //! A change of the key is published with [`tell_lua`]'s `tell` to the nodes in its watch only,
 //! each on its own channel (`va:n:<node>`): a node hears a key's events while it has a call
@@ -18,8 +17,8 @@ use redis::Script;
 
 use super::{NODE_PREFIX, WATCH_PREFIX};
 
-/// One step of a fixed window, for the agent's rate in [`ACQUIRE`] (on a cluster, spent by its
-/// own script before).
+/// One step of a fixed window, for a session's call rate in [`ACQUIRE`] (and the token rate of
+/// a client address).
 pub(super) const SPEND_LUA: &str = r"
 local function spend(k, limit, window)
   local n = redis.call('INCR', k)
@@ -176,45 +175,55 @@ local rv = redis.call('HINCRBY', KEYS[1], 'rv', 1)
 tell(KEYS[1], KEYS[2])
 return {'ok', tostring(rv)}";
 
-/// A call's admission: its in-flight slot, this node's place in the key's watch (so it hears the
-/// key's changes while the call runs), where the tab is, and, when the caller guessed the node
-/// holding the tab right, the call itself sent there (`c<sid>` and the message, on that node's
-/// channel), so a call to another node takes no round trip of its own to leave.
+/// A call's admission, unless its session was ended: its session's call rate, its in-flight
+/// slot (counted against the key's limit and its session's), this node's place in the key's
+/// watch (so it hears the key's changes while the call runs), where the tab is, and, when the
+/// caller guessed the node holding the tab right, the call itself sent there (`c<sid>` and the
+/// message, on that node's channel), so a call to another node takes no round trip of its own to
+/// leave. Every key but the nodes' is under the key's hash tag, so on a cluster it is one script
+/// too.
 ///
-/// A slot is the field `c:<call id>` of the watch, `<node> <until ms>` (Redis's clock): a slot
-/// past its `until` (its call's deadline, and a margin) belonged to a node that died with its
-/// call, and is dropped, so a lost node's calls never hold a key's slots for longer than they
-/// could run.
+/// A slot is the field `c:<call id>` of the watch, `<node> <until ms> <session tag>` (Redis's
+/// clock): the key's calls in flight are its slots, a session's those with its tag. A slot past
+/// its `until` (its call's deadline, and a margin) belonged to a node that died with its call,
+/// and is dropped, so a lost node's calls never hold a key's or a session's slots for longer than
+/// they could run.
 ///
 /// An admission carrying a call runs only until `send by` (Redis's clock: the caller's bound on
 /// the round trip): one that reaches Redis later (held up in a partition, say) changes nothing
 /// and sends nothing, as its caller answered the agent `unavailable` already.
 ///
-/// KEYS: key, watch, then on one server the nodes and the agent's rate window. ARGV: max in
-/// flight, watch ttl ms, node, call id, the call's life ms, the guessed node ('' for none), the
-/// message ('' for none), send by (Redis ms), then on one server suspect ms, the agent's rate
-/// limit and window ms. Answers (`now` being Redis's clock) `{'ok', now}` (no tab now),
-/// `{'ok', now, node, sid}`, `{'sent', now, node, sid, receivers}`, `{'busy', now}`,
-/// `{'rate', now}`, `{'unknown', now}` or `{'late'}`.
+/// KEYS: key, watch, session rate window, session's end marker, then on one server the nodes.
+/// ARGV: max in flight, watch ttl ms, node, call id, the call's life ms, the guessed node ('' for
+/// none), the message ('' for none), send by (Redis ms), session tag, session max in flight,
+/// session rate limit, window ms, then on one server suspect ms. Answers (`now` being Redis's
+/// clock) `{'ok', now}` (no tab now), `{'ok', now, node, sid}`, `{'sent', now, node, sid,
+/// receivers}`, `{'ended', now}`, `{'unknown', now}`, `{'rate', now}`, `{'busy', now}`,
+/// `{'session_busy', now}` or `{'late'}`.
 pub(super) const ACQUIRE: &str = r"
 local now = clock_ms()
 if ARGV[7] ~= '' and now > tonumber(ARGV[8]) then return {'late'} end
 local at = tostring(now)
-if not spend(KEYS[4], ARGV[10], ARGV[11]) then return {'rate', at} end --one
+if redis.call('EXISTS', KEYS[4]) == 1 then return {'ended', at} end
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
 if not h[1] or h[1] == 'revoked' then return {'unknown', at} end
+if not spend(KEYS[3], ARGV[11], ARGV[12]) then return {'rate', at} end
 local all = redis.call('HGETALL', KEYS[2])
-local n = 0
+local n, m = 0, 0
 for i = 1, #all, 2 do
   if string.sub(all[i], 1, 2) == 'c:' then
-    local until_ms = tonumber(string.match(all[i + 1], ' (%d+)$') or '0')
-    if until_ms < now then redis.call('HDEL', KEYS[2], all[i]) else n = n + 1 end
+    local until_ms, tag = string.match(all[i + 1], '^%S+ (%d+) ?(%S*)$')
+    if tonumber(until_ms or '0') < now then redis.call('HDEL', KEYS[2], all[i]) else
+      n = n + 1
+      if tag == ARGV[9] then m = m + 1 end
+    end
   end
 end
 if n >= tonumber(ARGV[1]) then return {'busy', at} end
-redis.call('HSET', KEYS[2], 'c:' .. ARGV[4], ARGV[3] .. ' ' .. tostring(now + tonumber(ARGV[5])))
+if m >= tonumber(ARGV[10]) then return {'session_busy', at} end
+redis.call('HSET', KEYS[2], 'c:' .. ARGV[4], ARGV[3] .. ' ' .. tostring(now + tonumber(ARGV[5])) .. ' ' .. ARGV[9])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
-local p = place(h, KEYS[3], ARGV[9]) --one
+local p = place(h, KEYS[5], ARGV[13]) --one
 local p = (h[1] == 'online') and {h[2], h[3]} or nil --cluster
 if not p then return {'ok', at} end
 if ARGV[7] ~= '' and p[1] == ARGV[6] and p[1] ~= ARGV[3] then
@@ -255,7 +264,7 @@ mod tests {
             !cluster.contains("SADD") && !cluster.contains("SREM"),
             "{cluster}"
         );
-        assert!(!text(ACQUIRE, true).contains("spend("));
+        assert!(!text(ACQUIRE, true).contains("place("));
         assert!(
             !text(ACQUIRE, false).contains("$NODE"),
             "every placeholder filled"

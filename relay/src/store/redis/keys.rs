@@ -1,16 +1,14 @@
-//! A key's state in Redis: issuing, binding, releasing, revoking, reading it, a call's
-//! in-flight slot with the agent's shared rate, and `Idempotency-Key` claims. Each change is
+//! A key's state in Redis: issuing, binding, releasing, revoking, reading it, and
+//! `Idempotency-Key` claims (a call's admission is in [`super::admission`]). Each change is
 //! one script (see [`super::scripts`]) that tells the nodes in the key's watch.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
 
 use super::{
-    Acquired, Admit, Admitted, Bound, Cluster, Declared, IdemClaim, Lane, NODE_KEYS_PREFIX,
-    NODE_SUSPECT, NODES, ONLINE_EXTRA, Place, Revoked, Slot, StoreError, StoredStatus, ms,
-    rate_window,
+    Bound, Cluster, Declared, IdemClaim, Lane, NODE_KEYS_PREFIX, NODE_SUSPECT, NODES, ONLINE_EXTRA,
+    Place, Revoked, StoreError, StoredStatus, ms, rate_window,
 };
 use crate::store::keys::TabInfo;
 use crate::store::lifecycle::BindError;
@@ -154,8 +152,9 @@ impl Cluster {
             Option<String>,
             Option<u64>,
             Option<String>,
+            Option<u64>,
         );
-        let ((st, since, hd, pt, rv, md), ttl): (Fields, i64) = self
+        let ((st, since, hd, pt, rv, md, exp), ttl): (Fields, i64) = self
             .op(redis::pipe()
                 .cmd("HMGET")
                 .arg(&name)
@@ -165,6 +164,7 @@ impl Cluster {
                 .arg("pt")
                 .arg("rv")
                 .arg("md")
+                .arg("exp")
                 .cmd("PTTL")
                 .arg(&name)
                 .query_async(&mut self.conn_for(Lane::Calls)))
@@ -180,6 +180,7 @@ impl Cluster {
             state,
             since_ms: since.unwrap_or(0),
             ttl_ms: u64::try_from(ttl).ok(),
+            token_exp_ms: exp,
             tab: TabInfo {
                 revision: rv.unwrap_or(0),
                 declared: hd.map(|hd| relay_wire::Declaration::from_stored(&hd, pt.as_deref())),
@@ -258,115 +259,8 @@ impl Cluster {
         )
     }
 
-    /// Admits a call (see [`forms::ACQUIRE`](super::forms)): the agent's rate window and one of
-    /// the key's in-flight slots, both counted across nodes, this node in the key's watch while
-    /// the call runs, and where the key's tab is; and when this node guesses another node holds
-    /// the tab ([`Cluster::hint`]) and guesses right, the call sent there. One round trip for
-    /// all of it (on a cluster, the agent's rate window is one more before it, for now).
-    pub async fn acquire(
-        self: &Arc<Self>,
-        rid: &str,
-        admit: &Admit<'_>,
-    ) -> Result<(Acquired, Option<Admitted>), StoreError> {
-        if self.sharded && !self.spend_agent_rate(admit.agent).await? {
-            return Ok((Acquired::RateLimited, None));
-        }
-        // The node to send the call to with its admission: the one this node last saw the tab
-        // on, if not this one (on a cluster, if heard from lately: the script cannot check), and
-        // only once this node knows Redis's clock (to bound when the admission may run).
-        let send_by = self.redis_now_ms().map(|now| now + ms(super::OP_TIMEOUT));
-        let guess = self
-            .hint(rid)
-            .filter(|_| admit.offer.is_some() && send_by.is_some());
-        let message = match (&guess, admit.offer) {
-            (Some(_), Some(offer)) => offer(),
-            _ => Vec::new(),
-        };
-        let first = self
-            .admit_once(rid, admit, guess.as_deref(), message, send_by.unwrap_or(0))
-            .await?;
-        match first {
-            // Redis ran it past its bound (this node's idea of Redis's clock was wrong): again,
-            // sending nothing with it.
-            None => Ok(self
-                .admit_once(rid, admit, None, Vec::new(), 0)
-                .await?
-                .unwrap_or((Acquired::Unknown, None))),
-            Some(done) => Ok(done),
-        }
-    }
-
-    /// One admission script; `None` when Redis found it late.
-    async fn admit_once(
-        self: &Arc<Self>,
-        rid: &str,
-        admit: &Admit<'_>,
-        guess: Option<&str>,
-        message: Vec<u8>,
-        send_by: u64,
-    ) -> Result<Option<(Acquired, Option<Admitted>)>, StoreError> {
-        let agent = admit.agent;
-        let watch = self.watch_name(rid);
-        let mut inv = self.scripts_acquire().key(self.key_name(rid));
-        inv.key(&watch);
-        if !self.sharded {
-            let (window_key, _) = rate_window(agent.bucket, agent.window);
-            inv.key(NODES).key(window_key);
-        }
-        inv.arg(self.settings.max_inflight)
-            .arg(ms(self.settings.inflight_ttl))
-            .arg(&self.node)
-            .arg(admit.call_id)
-            .arg(ms(admit.life))
-            .arg(guess.unwrap_or(""))
-            .arg(message)
-            .arg(send_by);
-        if !self.sharded {
-            let (_, window_ms) = rate_window(agent.bucket, agent.window);
-            inv.arg(ms(NODE_SUSPECT)).arg(agent.limit).arg(window_ms);
-        }
-        let reply: Vec<String> = self
-            .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
-            .await?;
-        let mut words = reply.into_iter();
-        let word = words.next();
-        if word.as_deref() == Some("late") {
-            return Ok(None);
-        }
-        if let Some(now) = words.next().and_then(|w| w.parse::<u64>().ok()) {
-            self.saw_redis_clock(now);
-        }
-        let (place, sent) = match word.as_deref() {
-            Some("ok") | Some("sent") => {
-                let (node, sid, got) = (words.next(), words.next(), words.next());
-                match (node, sid) {
-                    (Some(node), Some(sid)) => {
-                        let sent = got.map(|n| n.parse::<i64>().unwrap_or(0));
-                        (Place::Online { node, sid }, sent)
-                    }
-                    _ => (Place::Waiting, None),
-                }
-            }
-            Some("busy") => return Ok(Some((Acquired::TooMany, None))),
-            Some("rate") => return Ok(Some((Acquired::RateLimited, None))),
-            _ => return Ok(Some((Acquired::Unknown, None))),
-        };
-        // The slot is taken: it is given back on drop, whatever follows.
-        let slot = Slot::new(self.clone(), watch, admit.call_id);
-        let place = match place {
-            // On a cluster the script could not check the node's heartbeat (a call sent was
-            // sent to a node heard from lately).
-            Place::Online { node, sid } if self.sharded && sent.is_none() => {
-                self.checked(node, sid).await?
-            }
-            place => place,
-        };
-        self.set_hint(rid, &place);
-        Ok(Some((Acquired::Ok, Some(Admitted { slot, place, sent }))))
-    }
-
     /// One step of a fixed-window limit shared by every node: false when `limit` is spent. For
-    /// token minting, so on the tabs' lane (the agents' call rate is taken in [`Self::acquire`]).
+    /// token minting, so on the tabs' lane (a session's call rate is taken in [`Self::acquire`]).
     pub async fn rate(
         &self,
         bucket: &str,

@@ -44,8 +44,12 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 
+pub use answers::{
+    Acquired, Admit, Admitted, Bound, Declared, IdemClaim, Place, Revoked, SessionCall,
+    StoredStatus,
+};
+use channel::{MESSAGES, Messages};
 use conn::{Conn, Lane, Lanes, cluster_config, manager_config, single_lanes};
-use sha2::{Digest, Sha256};
 
 use crate::pubsub::PubSub;
 use crate::tokens::unix_now_ms;
@@ -53,16 +57,6 @@ use crate::tokens::unix_now_ms;
 /// A node's channel is this and the node's name: the key events it waits for (the payload is
 /// the key's Redis name), and calls between nodes ([`Cluster::take_messages`]).
 pub const NODE_PREFIX: &str = "va:n:";
-/// Messages for this node other than key events, held until taken; past this many, dropped (and
-/// logged), as a subscriber that does not keep up drops them anyway.
-const MESSAGES: usize = 4096;
-
-/// Both ends of the queue of this node's messages other than key events, until the listener
-/// and the taker take theirs.
-type Messages = (
-    Option<tokio::sync::mpsc::Sender<Vec<u8>>>,
-    Option<tokio::sync::mpsc::Receiver<Vec<u8>>>,
-);
 const KEY_PREFIX: &str = "va:k:";
 /// A key's watch: its calls in flight (field `n`) and the nodes waiting for its changes.
 const WATCH_PREFIX: &str = "va:w:";
@@ -85,108 +79,13 @@ const ONLINE_EXTRA: Duration = Duration::from_secs(24 * 3600);
 
 /// The digest a key is stored, published and roomed under.
 pub fn rid(key: &str) -> String {
-    let digest = Sha256::digest(key.as_bytes());
-    hex::encode(&digest[..16])
+    relay_wire::session::key_digest(key)
 }
 
 /// A Redis operation failed or took too long.
 #[derive(Debug, thiserror::Error)]
 #[error("the shared state store is unreachable")]
 pub struct StoreError;
-
-/// Where a key's tab is, as Redis says.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Place {
-    /// Never issued, removed or revoked.
-    Unknown,
-    /// Issued or offline: a call waits for a tab.
-    Waiting,
-    Online {
-        node: String,
-        sid: String,
-    },
-}
-
-/// The outcome of a bind in Redis.
-pub enum Bound {
-    /// This socket already held the key.
-    Same,
-    /// Bound; `replaced` names the node and socket that held it before; `mode` is the mode
-    /// the tab is to be told.
-    Bound {
-        exp_unix: u64,
-        replaced: Option<(String, String)>,
-        mode: Option<String>,
-    },
-}
-
-/// A key's state for `GET /api/voice-agent/keys/{apiKey}`.
-pub struct StoredStatus {
-    pub state: relay_wire::KeyState,
-    pub since_ms: u64,
-    pub ttl_ms: Option<u64>,
-    /// What the tab declared and the mode set for it.
-    pub tab: crate::store::keys::TabInfo,
-}
-
-/// What a declaration found.
-pub enum Declared {
-    /// Recorded (or equal to the stored one); the key's revision.
-    Revision(u64),
-    /// The socket does not hold the key.
-    NotBound,
-}
-
-/// What a revoke found.
-pub enum Revoked {
-    Unknown,
-    /// Revoked; the node that held the tab, if it was online.
-    Done {
-        online_on: Option<String>,
-    },
-}
-
-pub enum IdemClaim {
-    Run,
-    Conflict,
-    Pending { until_ms: u64 },
-    Done { status: u16, body: Vec<u8> },
-}
-
-pub enum Acquired {
-    Ok,
-    Unknown,
-    TooMany,
-    /// The agent's shared call rate is spent.
-    RateLimited,
-}
-
-/// What a call's admission takes ([`Cluster::acquire`]).
-pub struct Admit<'a> {
-    pub agent: &'a AgentRate<'a>,
-    pub call_id: &'a str,
-    /// How long the call may run at most: its slot is not held past it.
-    pub life: Duration,
-    /// Makes the message that sends the call to another node, asked for when this node guesses
-    /// the tab is there (the socket's id goes before it: see [`forms::ACQUIRE`]).
-    pub offer: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
-}
-
-/// An admitted call: its slot, where the tab is, and, when the admission also sent the call to
-/// the node holding the tab, how many subscribers received it (on a cluster, a count of one
-/// server's only).
-pub struct Admitted {
-    pub slot: Slot,
-    pub place: Place,
-    pub sent: Option<i64>,
-}
-
-/// An agent's shared call-rate window, checked with the in-flight slot.
-pub struct AgentRate<'a> {
-    pub bucket: &'a str,
-    pub limit: u32,
-    pub window: Duration,
-}
 
 /// The Redis name of the current fixed window of `bucket`, and the window's length in ms.
 fn rate_window(bucket: &str, window: Duration) -> (String, u64) {
@@ -197,9 +96,23 @@ fn rate_window(bucket: &str, window: Duration) -> (String, u64) {
     )
 }
 
+/// How long a session's call-rate window lasts.
+const SESSION_WINDOW: Duration = Duration::from_secs(1);
+
+/// The Redis names of a session's records beside its key's: its call-rate window (a bucket for
+/// [`rate_window`]) and its end marker. Both carry the key's hash tag on a cluster. (Its calls in
+/// flight are its slots in the key's watch.)
+pub(super) struct SessionNames {
+    window: String,
+    ended: String,
+}
+
 /// An online key whose node has not heartbeaten for this long is treated as offline by calls.
 pub const NODE_SUSPECT: Duration = Duration::from_millis(2500);
 
+mod admission;
+mod answers;
+mod channel;
 mod conn;
 mod follow;
 mod forms;
@@ -462,70 +375,6 @@ impl Cluster {
         if self.listening.swap(ok, Ordering::AcqRel) != ok {
             tracing::info!(ok, "Redis pub/sub connection");
         }
-    }
-
-    /// Key events this node heard: those of the keys it waited for, never others.
-    pub fn events_heard(&self) -> &prometheus_client::metrics::counter::Counter {
-        &self.events_heard
-    }
-
-    /// The messages other nodes send this node (calls for its tabs, outcomes of its calls); the
-    /// first caller gets them, later ones `None`.
-    pub fn take_messages(&self) -> Option<tokio::sync::mpsc::Receiver<Vec<u8>>> {
-        self.messages
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .1
-            .take()
-    }
-
-    /// Publishes `body` on `node`'s channel: how many subscribers received it (on a Redis
-    /// Cluster, those of the server it was published on only).
-    pub async fn publish_to(&self, node: &str, body: Vec<u8>) -> Result<i64, StoreError> {
-        self.op(self
-            .pubsub
-            .publish_classic(format!("{NODE_PREFIX}{node}"), body))
-            .await
-    }
-
-    async fn listen(self: Arc<Self>) -> anyhow::Result<()> {
-        use futures_util::StreamExt;
-        let mut events = self
-            .pubsub
-            .subscribe_classic(format!("{NODE_PREFIX}{}", self.node), MESSAGES)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot subscribe to this node's channel: {e}"))?;
-        let weak = Arc::downgrade(&self);
-        let others = self
-            .messages
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .0
-            .take();
-        tokio::spawn(async move {
-            while let Some((_, body)) = events.next().await {
-                let Some(cluster) = weak.upgrade() else { break };
-                let Some(rid) = body
-                    .strip_prefix(KEY_PREFIX.as_bytes())
-                    .and_then(|k| std::str::from_utf8(k).ok())
-                    .map(|k| k.trim_start_matches('{').trim_end_matches('}'))
-                else {
-                    if let Some(others) = &others
-                        && others.try_send(body).is_err()
-                    {
-                        tracing::warn!(
-                            "messages from other nodes are not taken fast enough; one dropped"
-                        );
-                    }
-                    continue;
-                };
-                cluster.events_heard.inc();
-                if let Some(events) = cluster.waiters.get(rid) {
-                    events.changed();
-                }
-            }
-        });
-        Ok(())
     }
 
     /// Runs one Redis operation within [`OP_TIMEOUT`], recording whether Redis answered.

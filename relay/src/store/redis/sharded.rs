@@ -2,9 +2,8 @@
 //! only.
 //!
 //! A key's records share its hash tag, so its state change stays one script, as on one server.
-//! What spans slots is done around it, in this order:
-//! - the agent's rate window is spent before the key's script (as the one-server script does
-//!   first);
+//! A call's admission (its session's rate and slots, the key's slot) is one script as well: the
+//! session's records carry the key's tag. What spans slots is done around a key's script:
 //! - whether the node holding a tab is alive is known from the heartbeat hash as this node read
 //!   it last (every heartbeat, when it looks for lost nodes), counting the time since as silence:
 //!   a node that heartbeat recently enough by that count is alive, with no round trip; otherwise
@@ -55,7 +54,11 @@ impl ShardedScripts {
             declare: forms::script("", forms::DECLARE, true),
             // Where the key's tab is, before asking whether its node is alive.
             place: forms::script("", forms::LOOKUP, true),
-            acquire: forms::script(CLOCK_LUA, forms::ACQUIRE, true),
+            acquire: forms::script(
+                &format!("{CLOCK_LUA}{}", forms::SPEND_LUA),
+                forms::ACQUIRE,
+                true,
+            ),
             // Whether a node heartbeat recently. KEYS: nodes. ARGV: node, suspect ms
             seen: Script::new(&format!(
                 r"{CLOCK_LUA}

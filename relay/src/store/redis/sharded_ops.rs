@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{AgentRate, Cluster, Lane, NODE_SUSPECT, NODES, Place, StoreError, ms, rate_window};
+use super::{Cluster, Lane, NODE_SUSPECT, NODES, Place, StoreError, ms};
 use crate::tokens::unix_now_ms;
 
 impl Cluster {
@@ -94,18 +94,6 @@ impl Cluster {
             (Some("waiting"), _, _) => Ok(Place::Waiting),
             _ => Ok(Place::Unknown),
         }
-    }
-
-    /// Spends one call of the agent's rate window (on a cluster, its own script before the key's:
-    /// the window is in another slot); false when it is spent.
-    pub(super) async fn spend_agent_rate(&self, agent: &AgentRate<'_>) -> Result<bool, StoreError> {
-        let (window_key, window_ms) = rate_window(agent.bucket, agent.window);
-        let mut spend = self.scripts.rate.key(window_key);
-        spend.arg(agent.limit).arg(window_ms);
-        let spent: i64 = self
-            .op(spend.invoke_async(&mut self.conn_for(Lane::Calls)))
-            .await?;
-        Ok(spent == 1)
     }
 
     /// The acquire script of this store's form.
