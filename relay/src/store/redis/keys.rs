@@ -1,5 +1,5 @@
 //! A key's state in Redis: issuing, binding, releasing, revoking, reading it, and
-//! `Idempotency-Key` claims (a call's admission is in [`super::admission`]). Each change is
+//! `Idempotency-Key` claims (a call's admission is in [`super::admit`]). Each change is
 //! one script (see [`super::scripts`]) that tells the nodes in the key's watch.
 
 use std::time::Duration;

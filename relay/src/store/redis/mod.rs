@@ -110,7 +110,7 @@ pub(super) struct SessionNames {
 /// An online key whose node has not heartbeaten for this long is treated as offline by calls.
 pub const NODE_SUSPECT: Duration = Duration::from_millis(2500);
 
-mod admission;
+mod admit;
 mod answers;
 mod channel;
 mod conn;
