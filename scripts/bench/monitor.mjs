@@ -43,6 +43,8 @@ function shape(args) {
   const blank = (s) => s
     .replace(/\{[0-9a-f]{16,}\}/g, '')
     .replace(/[0-9a-f]{16,}/g, '')
+    // A session's tag after its key's digest (hex, its leading zeros dropped).
+    .replace(/::[0-9a-f]+/g, '::')
     .replace(/#[^#]{8,}#/g, '#*#')
     .replace(/:\d{6,}$/, ':')
     .replace(/[:#]+$/, '');
