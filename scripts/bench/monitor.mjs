@@ -99,8 +99,9 @@ export async function monitor(ports, who) {
         if (!m) continue;
         if (m[1] === 'lua') {
           state.inside += 1;
-          // What scripts publish, by channel: the key events.
-          const args = /^"(S?PUBLISH)" "([^"]*)"/i.exec(m[2]);
+          // The key events scripts publish (the key's Redis name), by channel; a node's channel
+          // also carries calls and their outcomes, which are not counted here.
+          const args = /^"(S?PUBLISH)" "([^"]*)" "va:k:/i.exec(m[2]);
           if (args) state.published[args[2]] = (state.published[args[2]] ?? 0) + 1;
           continue;
         }
@@ -117,8 +118,8 @@ export async function monitor(ports, who) {
     /** Counts from now on, from zero. */
     start() { state.counts = {}; state.inside = 0; state.published = {}; state.counting = true; },
     /**
-     * Stops counting: `{ counts: {label: {shape: n}}, inside, published: {channel: n} }` (what
-     * scripts published, by channel).
+     * Stops counting: `{ counts: {label: {shape: n}}, inside, published: {channel: n} }` (the key
+     * events scripts published, by channel).
      */
     take() { state.counting = false; return { counts: state.counts, inside: state.inside, published: state.published }; },
     stop() { for (const s of socks) s.destroy(); },

@@ -139,15 +139,15 @@ async function idlePhase(relays, redis, secs) {
 }
 
 /**
- * Key events each node hears, from what scripts published: a message on the one channel every
- * node subscribes (`va:events`) reaches every node, one on a node's own channel (`va:ev:<node>`)
- * that node only.
+ * Key events each node hears, from the key events scripts published: one on a node's own channel
+ * (`va:n:<node>`) reaches that node only; one on the channel every node subscribed (`va:events`,
+ * as relays before the nodes' own channels did) reaches every node.
  */
 export function eventsHeard(published, nodes) {
   let heard = 0;
   for (const [chan, n] of Object.entries(published)) {
     if (chan === 'va:events') heard += n * nodes;
-    else if (chan.startsWith('va:ev:')) heard += n;
+    else if (chan.startsWith('va:n:')) heard += n;
   }
   return heard;
 }
