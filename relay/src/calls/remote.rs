@@ -84,7 +84,7 @@ pub(super) async fn deliver(
     // On one server Redis counts who received it: nobody means the node Redis names listens no
     // more (it stopped, and is not reaped yet). Wait for the key to change, at most a recheck,
     // and look again. (On a cluster the count is one server's: not a sign.)
-    if receivers == 0 && !app.cluster.as_ref().is_some_and(|c| c.is_sharded()) {
+    if receivers == 0 && hop.counts_receivers() {
         tracing::debug!(key = %key_fp, call_id = %call.call_id, node = %target.node, "the node holding the tab does not listen; waiting for the key to change");
         let wake = deadline.min(Instant::now() + RECHECK);
         tokio::select! {

@@ -340,6 +340,12 @@ impl Hop {
         serde_json::to_vec(&m).unwrap_or_default()
     }
 
+    /// Whether a publish's receiver count tells if the node still listens: on one server, not on
+    /// a Redis Cluster (there it is the count of the one server the publish reached).
+    pub fn counts_receivers(&self) -> bool {
+        !self.cluster.is_sharded()
+    }
+
     /// Sends a call's `message` for socket `sid` to `node`: how many subscribers received it
     /// (on a Redis Cluster, a count of one server's only).
     pub async fn send(&self, node: &str, sid: &str, message: &[u8]) -> Result<i64, Unsent> {
