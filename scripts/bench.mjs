@@ -49,6 +49,16 @@ const only = (() => { const i = argv.indexOf('--only'); return i >= 0 ? new Set(
 const with50k = !flag('--no-50k') && !quick && !clusterOnly;
 const withCluster = !flag('--no-cluster');
 const pin = cpus().length >= 2;
+// What a call costs on Redis against a relay without it, by node and Redis command:
+// scripts/bench/costs.mjs (also part of the full run below, on one Redis server).
+if (flag('--costs')) {
+  const res = await (await import('./bench/costs.mjs')).costs({ root, target }, argv, { pin });
+  mkdirSync(join(root, '.run/bench'), { recursive: true });
+  const file = join(root, '.run/bench', `costs-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  writeFileSync(file, JSON.stringify(res, null, 2));
+  console.log(`\nraw results: ${file}`);
+  process.exit(0);
+}
 // Each tab is one descriptor in the server and one in the generator; a sandbox may cap that.
 const fdLimit = Number(execFileSync('bash', ['-c', 'ulimit -n']).toString().trim()) || 1024;
 const maxIdleTabs = Math.min(50000, fdLimit - 1000);

@@ -3,13 +3,15 @@
 //! acknowledgement. `params` travels as the raw JSON the agent sent.
 //!
 //! One loop ([`run`]) whatever keeps the keys: the store's `Track` says where the tab is, and
-//! one delivery attempt goes to a socket of this node (`local.rs`) or through the adapter to
-//! another node (`remote.rs`).
+//! one delivery attempt goes to a socket of this node (`local.rs`) or to the node that holds
+//! the tab (`remote.rs`), which delivers it as its own (`held.rs`).
 
+mod held;
 mod local;
 mod remote;
 mod running;
 
+pub use held::serve_held;
 pub use running::{Running, RunningGuard};
 
 use std::sync::Arc;
@@ -23,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::app::App;
 use crate::error::{ApiError, truncate};
 use crate::store::KeyStore;
-use crate::store::track::{LocateError, Located, Track, TrackError};
+use crate::store::track::{LocateError, Located, Ticket, Track, TrackError};
 use relay_wire::session::SessionGrant;
 use relay_wire::{ApiKey, ToolName};
 
@@ -53,6 +55,10 @@ async fn stopped(app: &App, call: &Call) -> ApiError {
     }
 }
 
+/// How long a call's slot outlives the call's own deadline (and a forced drain) on Redis: past
+/// it, the slot of a call whose node died with it no longer counts.
+const SLOT_MARGIN: Duration = Duration::from_secs(10);
+
 /// New call id: `c_` + 24 hex characters.
 pub fn new_call_id() -> Arc<str> {
     let mut bytes = [0u8; 12];
@@ -77,9 +83,28 @@ enum Step {
 /// node is reached directly, one on another node through the adapter.
 pub async fn run(app: &App, call: &Call) -> Result<Option<serde_json::Value>, ApiError> {
     let deadline = Instant::now() + call.timeout;
+    // On Redis, the admission sends the call to the node holding the tab when this node guesses
+    // which one that is: the message it sends, made only then, and its outcome expected from
+    // then on.
+    let hop = app.io.get().and_then(|io| io.hop());
+    let rid = hop.map(|_| crate::delivery::room(&call.api_key));
+    let mut away = hop.map(remote::Away::new);
+    let offer = |away: &remote::Away<'_>, rid: &str| match prepare(call, deadline) {
+        Ok(d) => away.first_message(call, rid, &d),
+        Err(_) => Vec::new(),
+    };
+    let offer = away
+        .as_ref()
+        .zip(rid.as_deref())
+        .map(|(away, rid)| move || offer(away, rid));
+    let ticket = Ticket {
+        call_id: &call.call_id,
+        life: call.timeout + app.config.drain + SLOT_MARGIN,
+        offer: offer.as_ref().map(|f| f as &(dyn Fn() -> Vec<u8> + Sync)),
+    };
     let mut track = app
         .store
-        .track(&call.api_key, &call.session.session_id)
+        .track(&call.api_key, &call.session.session_id, &ticket)
         .await
         .map_err(|e| match e {
             TrackError::Unknown => ApiError::unknown_key(),
@@ -114,9 +139,17 @@ pub async fn run(app: &App, call: &Call) -> Result<Option<serde_json::Value>, Ap
             }
             // Boxed: the adapter's emit and acknowledgement state must not grow every
             // single-node call's future.
-            Located::Elsewhere(target) => {
-                Box::pin(remote::deliver(app, &track, call, &target, deadline)).await?
-            }
+            Located::Elsewhere(target) => match (away.as_mut(), rid.as_deref()) {
+                (Some(away), Some(rid)) => {
+                    let to = remote::To {
+                        target: &target,
+                        rid,
+                        deadline,
+                    };
+                    Box::pin(remote::deliver(app, &mut track, call, &to, away)).await?
+                }
+                _ => return Err(ApiError::unavailable()),
+            },
         };
         match step {
             Step::Done(outcome) => return outcome,
@@ -175,13 +208,10 @@ fn tab_timeout() -> ApiError {
 
 /// A call that is not awaited, to a tool the tab declared it does not handle: nothing would
 /// run it, and nothing would say so.
-fn not_declared(call: &Call) -> ApiError {
+fn not_declared(tool: &str) -> ApiError {
     ApiError::new(
         ErrorCode::NoHandler,
-        format!(
-            "the tab declared the tools it handles, and {} is not among them",
-            call.tool_name
-        ),
+        format!("the tab declared the tools it handles, and {tool} is not among them"),
     )
 }
 
