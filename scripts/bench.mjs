@@ -63,6 +63,16 @@ const pin = cpus().length >= 2;
 const tracing = (() => { const i = argv.indexOf('--tracing'); return i >= 0 ? argv[i + 1] : null; })();
 if (tracing !== null && !(Number(tracing) >= 0 && Number(tracing) <= 1)) throw new Error('--tracing takes a ratio from 0 to 1');
 const OTLP_SINK = '127.0.0.1:4199';
+// What a call costs on Redis against a relay without it, by node and Redis command:
+// scripts/bench/costs.mjs (also part of the full run below, on one Redis server).
+if (flag('--costs')) {
+  const res = await (await import('./bench/costs.mjs')).costs({ root, target }, argv, { pin });
+  mkdirSync(join(root, '.run/bench'), { recursive: true });
+  const file = join(root, '.run/bench', `costs-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  writeFileSync(file, JSON.stringify(res, null, 2));
+  console.log(`\nraw results: ${file}`);
+  process.exit(0);
+}
 // Each tab is one descriptor in the server and one in the generator; a sandbox may cap that.
 const fdLimit = Number(execFileSync('bash', ['-c', 'ulimit -n']).toString().trim()) || 1024;
 const maxIdleTabs = Math.min(50000, fdLimit - 1000);

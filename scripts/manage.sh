@@ -338,6 +338,7 @@ usage: scripts/manage.sh <command>
   bench --timeline    the worker's memory per session with its timeline on, and off
   bench --soak M   soak for M minutes on one node and on three (churning tabs, every call outcome)
   bench --soak M --failover [S]   three nodes on Redis with sentinels, the primary failing over every S s (75)
+  bench --costs    a call's cost on Redis against a relay without it (relay CPU, Redis round trips)
   bench --scale    six relays on one Redis at 10k, 50k and 100k tabs (memory, binds, calls)
   bench --storm    a relay node killed under 19,000 tabs: how they come back, what calls meet
   check            validate the configuration without starting anything

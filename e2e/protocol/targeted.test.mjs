@@ -1,12 +1,13 @@
-// A call for a tab on another node goes to that node alone: three relay nodes on a real Redis
-// (one server, or a Redis Cluster with E2E_REDIS=cluster), a tab on B, calls posted to A. What
-// the nodes publish is read with `redis-cli MONITOR` on every Redis server: once A knows B's
-// Socket.IO server (each node writes it to Redis, `va:sio:<node>`), A's request goes out on B's
-// own request channel only (the third node, C, never gets it) and A no longer asks Redis how many
-// nodes listen. Before A knows it (its first call to B) and when B's record is missing, the call
-// goes to every node as before and still succeeds. A call aimed at a node that dies is delivered
-// again as soon as its tab re-binds elsewhere, as a call sent to every node is. A tab replaced
-// from another node, or revoked there, is told through its own node's channel alone.
+// A call for a tab on another node goes to that node alone, and its answer comes straight back:
+// three relay nodes on a real Redis (one server, or a Redis Cluster with E2E_REDIS=cluster), a
+// tab on B, calls posted to A. What the nodes publish is read with `redis-cli MONITOR` on every
+// Redis server: each call is one message on B's own channel (`va:n:<node>`, which C never gets;
+// published by A, or by the script admitting the call once A knows where the tab is) and one
+// back on A's, nothing on the Socket.IO adapter's channels and no `PUBSUB NUMSUB`, from the first
+// call on (no Socket.IO server id is needed for it). A call sent to a node that
+// dies is delivered again as soon as its tab re-binds elsewhere. A tab replaced from another
+// node, or revoked there, is told through the Socket.IO adapter on its own node's channel alone
+// once that node's Socket.IO server is known (each node writes it to Redis, `va:sio:<node>`).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -15,6 +16,7 @@ import { io } from 'socket.io-client';
 import { startNode, startRedis, startBalancer, onRedisCluster, eventually, sleep, within, Tab, nodeSecrets } from '../harness/index.mjs';
 
 const GLOBAL = 'va-relay-request#/#';
+const CALLS = 'va:n:';
 
 let redis;
 const nodes = [];
@@ -100,36 +102,16 @@ async function tabOn(host) {
   return { tab, apiKey: minted.apiKey, token: minted.token };
 }
 
-/** Calls through `via` until MONITOR shows one aimed at `server`'s own request channel. */
-async function untilAimed(via, apiKey, server, lines) {
-  const mine = `${GLOBAL}${server}#`;
-  await eventually(async () => {
-    lines.length = 0;
-    const r = await whoami(via, apiKey);
-    assert.equal(r.status, 200, JSON.stringify(r.body));
-    return published(lines).includes(mine);
-  }, 'a call aimed at the holding node', 5000, 100);
-  return mine;
-}
-
 const whoami = (via, apiKey) => via.call({ apiKey, toolName: 'whoami', awaitResult: true, timeoutMs: 3000 });
 
-test('once the holding node is known, a call goes to it alone; before, to every node', async () => {
+/** The messages on the nodes' own channels among monitored lines (no key changes meanwhile: all
+ * calls and outcomes), by channel. */
+const hops = (lines) => published(lines).filter((c) => c.startsWith(CALLS));
+
+test('a call goes to the holding node alone and its answer comes straight back, from the first call on', async () => {
   const { tab, apiKey } = await tabOn(B);
   const b = await serverOf(apiKey);
   const lines = await monitor();
-
-  // A's first call to B: A does not know B's server yet, so the call goes to every node.
-  const first = await whoami(A, apiKey);
-  assert.equal(first.status, 200, JSON.stringify(first.body));
-  assert.equal(first.body.result.callId, first.body.callId);
-  await sleep(200);
-  assert.ok(published(lines).includes(GLOBAL), `the first call is published to every node: ${published(lines)}`);
-
-  // Once A has read B's server (a lookup started by that first call), calls go to B alone.
-  const mine = await untilAimed(A, apiKey, b.server, lines);
-
-  lines.length = 0;
   for (let i = 0; i < 5; i += 1) {
     const r = await whoami(A, apiKey);
     assert.equal(r.status, 200, JSON.stringify(r.body));
@@ -139,33 +121,38 @@ test('once the holding node is known, a call goes to it alone; before, to every 
   assert.equal(fire.status, 200, JSON.stringify(fire.body));
   await tab.next('voice-agent:note', (_, meta) => meta.callId === fire.body.callId);
   await sleep(200);
-  const requests = published(lines).filter((c) => c.startsWith(GLOBAL));
-  // Six requests, all on B's own channel: none on the channel every node (C too) listens to,
-  // and no `PUBSUB NUMSUB` asked for them.
-  assert.deepEqual(requests, Array(6).fill(mine), JSON.stringify(requests));
-  assert.equal(counted(lines), 0, 'no node count asked for an aimed call');
+  // Six calls on B's channel, six outcomes on one other channel (A's; C's is never used), and
+  // nothing through the adapter: no request on any node's channel, no node count asked.
+  const sent = hops(lines);
+  const toB = sent.filter((c) => c === `${CALLS}${b.node}`);
+  const back = sent.filter((c) => c !== `${CALLS}${b.node}`);
+  assert.equal(toB.length, 6, JSON.stringify(sent));
+  assert.equal(back.length, 6, JSON.stringify(sent));
+  assert.equal(new Set(back).size, 1, `every outcome goes to the calling node: ${JSON.stringify(sent)}`);
+  assert.deepEqual(published(lines).filter((c) => c.startsWith(GLOBAL)), [], 'no call went through the adapter');
+  assert.equal(counted(lines), 0, 'no node count asked for a call');
   tab.close();
 });
 
-test('a call still reaches its tab when the node of the tab wrote no server id', async () => {
+test('a call needs no Socket.IO server id of the holding node', async () => {
   const { tab, apiKey } = await tabOn(C);
   const c = await serverOf(apiKey);
   const lines = await monitor();
-  // The record is gone (C writes it again at its next heartbeat); A, which never called C,
-  // finds nothing or finds it late: its call goes to every node meanwhile.
+  // The record is gone (C writes it again at its next heartbeat): the call goes to C anyway.
   await cli('DEL', `va:sio:${c.node}`);
   lines.length = 0;
   const r = await whoami(A, apiKey);
   assert.equal(r.status, 200, JSON.stringify(r.body));
   assert.equal(r.body.result.callId, r.body.callId);
   await sleep(200);
-  assert.ok(published(lines).includes(GLOBAL), `published to every node: ${published(lines)}`);
-  // And the record comes back with C's heartbeat, for the next calls.
+  assert.ok(hops(lines).includes(`${CALLS}${c.node}`), `sent on C's call channel: ${hops(lines)}`);
+  assert.deepEqual(published(lines).filter((ch) => ch.startsWith(GLOBAL)), [], 'nothing through the adapter');
+  // And the record comes back with C's heartbeat, for dismissals.
   await eventually(async () => (await cli('GET', `va:sio:${c.node}`)) === c.server, 'C to write its server id again', 5000, 100);
   tab.close();
 });
 
-test('a call aimed at a node that is killed is delivered again once its tab re-binds on another node', async (t) => {
+test('a call sent to a node that is killed is delivered again once its tab re-binds on another node', async (t) => {
   const doomed = await startNode(nodes, { ...shared, RELAY_REDIS_URL: redis.url }, { name: 'relay-doomed' });
   const lb = await startBalancer(doomed.url);
   try {
@@ -185,8 +172,8 @@ test('a call aimed at a node that is killed is delivered again once its tab re-b
     });
     await tab.connected();
     await A.waitState(minted.apiKey, 'online');
-    const lines = await monitor();
-    await untilAimed(A, minted.apiKey, (await serverOf(minted.apiKey)).server, lines);
+    const warm = await whoami(A, minted.apiKey);
+    assert.equal(warm.status, 200, JSON.stringify(warm.body));
 
     const pending = A.call({ apiKey: minted.apiKey, toolName: 'draw_card', awaitResult: true, timeoutMs: 20000 });
     await tab.next('voice-agent:draw_card');
@@ -197,8 +184,8 @@ test('a call aimed at a node that is killed is delivered again once its tab re-b
     lb.target = C.url;
     await tab.connected(10000);
     await A.waitState(minted.apiKey, 'online');
-    // The key watch sees the move: the call goes to C at once, not after the adapter's request
-    // timeout (5 s) for the dead node's answer.
+    // The key watch sees the move: the call goes to C at once, not after a timeout for the dead
+    // node's answer.
     const rebound = Date.now();
     const done = await within(15000, pending, 'the waiting call');
     assert.equal(done.status, 200, JSON.stringify(done.body));
@@ -213,38 +200,48 @@ test('a call aimed at a node that is killed is delivered again once its tab re-b
   }
 });
 
-test('a tab replaced from another node, and a key revoked there, are told on their node alone', async () => {
-  const { tab, apiKey, token } = await tabOn(B);
-  const b = await serverOf(apiKey);
-  const lines = await monitor();
-  // A learns B's server (a call starts the lookup); from then on, A aims at B.
-  const mine = await untilAimed(A, apiKey, b.server, lines);
-  // The same key's token binds a second tab on A: A dismisses B's tab through B's channel only.
-  lines.length = 0;
-  const revoked = tab.next('voice-agent:revoked');
-  const replacement = A.tab({ token });
-  replacement.socket.on('voice-agent:whoami', (p, meta, ack) => ack({ callId: meta.callId }));
-  await replacement.connected();
-  const told = await within(5000, revoked, 'the replaced tab to be told');
-  assert.equal(told[0].reason, 'replaced');
-  await tab.next('disconnect');
-  await sleep(200);
-  let requests = published(lines).filter((c) => c.startsWith(GLOBAL));
-  assert.ok(requests.length >= 2 && requests.every((c) => c === mine), `dismissed through B's channel only: ${JSON.stringify(requests)}`);
-  // Revoked on B while its tab is on A: B learns A's server from Redis, then tells A alone.
-  const a = await serverOf(apiKey);
+/**
+ * Runs `round` (which returns the monitored lines of one dismissal) with fresh keys until the
+ * dismissal is aimed at `channel` alone: the first one from a node that does not know the holding
+ * node's Socket.IO server yet goes to every node (and starts the lookup).
+ */
+async function untilAimed(round, what) {
+  let requests = [];
   await eventually(async () => {
-    lines.length = 0;
-    const r = await whoami(B, apiKey);
-    assert.equal(r.status, 200, JSON.stringify(r.body));
-    return published(lines).includes(`${GLOBAL}${a.server}#`);
-  }, 'B to aim at A', 5000, 100);
-  lines.length = 0;
-  const gone = replacement.next('voice-agent:revoked');
-  assert.equal((await B.revoke(apiKey)).status, 200);
-  assert.equal((await within(5000, gone, 'the revoked tab to be told'))[0].reason, 'revoked');
-  await sleep(200);
-  requests = published(lines).filter((c) => c.startsWith(GLOBAL));
-  assert.ok(requests.length >= 2 && requests.every((c) => c === `${GLOBAL}${a.server}#`), `revoked through A's channel only: ${JSON.stringify(requests)}`);
-  replacement.close();
+    const { lines, channel } = await round();
+    requests = published(lines).filter((c) => c.startsWith(GLOBAL));
+    return requests.length >= 2 && requests.every((c) => c === channel);
+  }, what, 8000, 100);
+  return requests;
+}
+
+test('a tab replaced from another node, and a key revoked there, are told on their node alone', async () => {
+  // Replaced: the same key's token binds a second tab on A, which dismisses B's tab through B's
+  // channel only (once A knows B's server).
+  await untilAimed(async () => {
+    const { tab, apiKey, token } = await tabOn(B);
+    const b = await serverOf(apiKey);
+    const lines = await monitor();
+    const revoked = tab.next('voice-agent:revoked');
+    const replacement = A.tab({ token });
+    await replacement.connected();
+    const told = await within(5000, revoked, 'the replaced tab to be told');
+    assert.equal(told[0].reason, 'replaced');
+    await tab.next('disconnect');
+    await sleep(200);
+    replacement.close();
+    return { lines, channel: `${GLOBAL}${b.server}#` };
+  }, 'a replaced tab told through its own node alone');
+  // Revoked on B while its tab is on A: B tells A alone (once B knows A's server).
+  await untilAimed(async () => {
+    const { tab, apiKey } = await tabOn(A);
+    const a = await serverOf(apiKey);
+    const lines = await monitor();
+    const gone = tab.next('voice-agent:revoked');
+    assert.equal((await B.revoke(apiKey)).status, 200);
+    assert.equal((await within(5000, gone, 'the revoked tab to be told'))[0].reason, 'revoked');
+    await sleep(200);
+    tab.close();
+    return { lines, channel: `${GLOBAL}${a.server}#` };
+  }, 'a revoked tab told through its own node alone');
 });

@@ -153,6 +153,7 @@ test('bad token requests get 400 with the error body', async () => {
     [JSON.stringify({ participantName: 'a\u0000b' }), 'control character'],
     [JSON.stringify({ unexpected: true }), 'unknown field'],
     ['[]', 'not an object'],
+    ['\n', 'white space only (an empty body is the defaults; this is no JSON)'],
   ];
   for (const [body, what] of cases) {
     const r = await issuer.fetch('/token', { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${secrets[0]}` }, body });

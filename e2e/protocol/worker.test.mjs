@@ -258,6 +258,24 @@ test('an answer without the shape of the tool\'s outputSchema fails on every sur
   tab.close();
 });
 
+test('agent API: an empty body is the tool\'s empty arguments; white space alone, an array or no JSON is invalid_request and reaches no tab', async () => {
+  const { tab, apiKey } = await relay.boundTab();
+  const headers = { authorization: `Bearer ${await relay.tokenFor(apiKey)}`, 'x-voice-agent-key': apiKey, 'content-type': 'application/json' };
+  // enter_spread takes no arguments, so only the body's form can refuse it.
+  for (const body of ['\n', ' ', '[]', 'hello', '"text"']) {
+    for (const tool of ['enter_spread', 'OpenPopover']) {
+      const r = await worker.fetch(`/agent/tools/${tool}`, { method: 'POST', headers, body });
+      assert.equal(r.status, 400, `${tool} ${JSON.stringify(body)}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.error.code, 'invalid_request');
+    }
+  }
+  const empty = await worker.fetch('/agent/tools/enter_spread', { method: 'POST', headers, body: '' });
+  assert.equal(empty.body.ok, true, JSON.stringify(empty.body));
+  await sleep(200);
+  assert.equal(tab.received('voice-agent:OpenPopover').length, 0);
+  tab.close();
+});
+
 test('Vapi: the exported mode moves change the session\'s mode', async () => {
   const { tab, apiKey } = await cardTab();
   const vapiCallOf = await vapiCallFor(apiKey, 'call_modes');

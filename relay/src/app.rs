@@ -98,7 +98,10 @@ fn find_secret<'a>(known: impl Iterator<Item = &'a [u8; 32]>, presented: &str) -
 
 impl App {
     pub fn new(config: Config, cluster: Option<Arc<Cluster>>) -> Arc<App> {
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(match &cluster {
+            Some(c) => Metrics::new().with_key_events(c.events_heard().clone()),
+            None => Metrics::new(),
+        });
         if let Some(cluster) = &cluster {
             cluster.meter(&metrics);
         }

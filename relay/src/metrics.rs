@@ -282,6 +282,20 @@ impl Metrics {
         }
     }
 
+    /// With several nodes: also reports the key events this node heard (`counter`, kept by the
+    /// Redis client), which a node hears only for the keys it waits for.
+    pub fn with_key_events(
+        mut self,
+        counter: prometheus_client::metrics::counter::Counter,
+    ) -> Self {
+        self.registry.register(
+            "key_events_heard",
+            "Key changes this node heard from Redis (only those of keys it waited for)",
+            counter,
+        );
+        self
+    }
+
     /// Records one finished tool call, and the tab's handler time when it reported one.
     pub fn call_finished(
         &self,

@@ -8,10 +8,11 @@
 //! On a Redis Cluster it sits on the redis crate's cluster connection (which re-subscribes after
 //! failovers by itself). The Socket.IO adapter's channels are then sharded (`SPUBLISH` /
 //! `SSUBSCRIBE`: each message goes to the one shard owning its channel's slot, not over the whole
-//! cluster bus), like socketioxide-redis's own cluster driver. The relay's key events stay on one
-//! classic channel ([`PubSub::subscribe_broadcast`]), which a cluster forwards to every node: the
-//! scripts publish them in the key's slot without naming the channel as a key, and every relay
-//! node hears every key on one subscription.
+//! cluster bus), like socketioxide-redis's own cluster driver. The relay's own messages (key
+//! events, calls between nodes) go to each node on a classic channel of its own
+//! ([`PubSub::subscribe_classic`]): a key's scripts publish them from the key's slot without
+//! naming the channel as a key, and the cluster forwards them to the server the node subscribed
+//! on.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -183,9 +184,10 @@ impl PubSub {
         }
     }
 
-    /// Subscribes to a channel every node hears: on a cluster a classic channel (forwarded to
-    /// every cluster node), not a sharded one. The relay's key events use it.
-    pub async fn subscribe_broadcast(
+    /// Subscribes to a classic channel, on a cluster too (where the cluster forwards its messages
+    /// from whichever server published them), not a sharded one: the relay's key events, which
+    /// a key's script publishes from the key's slot.
+    pub async fn subscribe_classic(
         &self,
         chan: String,
         size: usize,
@@ -242,6 +244,17 @@ impl PubSub {
             }
         }
         Ok(())
+    }
+}
+
+impl PubSub {
+    /// Publishes on a classic channel (on a cluster too, where the cluster forwards it to every
+    /// server): how many subscribers received it (on a cluster, those of the server it reached).
+    pub async fn publish_classic(&self, chan: String, body: Vec<u8>) -> redis::RedisResult<i64> {
+        match self.conn() {
+            Wire::Single(mut c) => c.publish(chan, body).await,
+            Wire::Cluster(mut c) => c.publish(chan, body).await,
+        }
     }
 }
 

@@ -14,11 +14,12 @@ use tower_http::services::ServeDir;
 use crate::app::App;
 use crate::config::{Config, TokenMode};
 use crate::delivery::Io;
+use crate::delivery::hop::Hop;
 use crate::pages;
 use crate::sockets::ClusterAdapter;
 use crate::store::KeyStore;
 use crate::store::redis::{self as cluster, Cluster};
-use crate::{api, membership, openapi, shutdown, tabs, tokens};
+use crate::{api, calls, membership, openapi, shutdown, tabs, tokens};
 
 /// Room for a Socket.IO packet's framing around a tab's answer (`43<ack id>[…]`, the envelope).
 const TAB_PACKET_FRAMING: usize = 1024;
@@ -55,7 +56,10 @@ pub async fn build(app: Arc<App>) -> anyhow::Result<(Router, Io)> {
             );
             let (layer, io) = builder.with_adapter::<ClusterAdapter>(ctr).build_layer();
             tabs::attach_cluster(&io).await?;
-            return Ok(finish(app, layer, Io::Cluster(io)));
+            // Calls between nodes: this node's channel is subscribed since it connected, so
+            // before any tab binds here and any other node sends it a call.
+            let hop = Hop::start(cluster.clone())?;
+            return Ok(finish(app, layer, Io::Cluster(io, hop)));
         }
     };
     Ok(finish(app, layer, io))
@@ -140,6 +144,10 @@ pub async fn run_connected(
         .cluster
         .as_ref()
         .map(|c| tokio::spawn(membership::maintain(app.clone(), c.clone())));
+    // The calls other nodes send for this node's tabs.
+    let held = io
+        .hop()
+        .map(|hop| tokio::spawn(calls::serve_held(app.clone(), hop.clone())));
 
     let sweeper = {
         let app = app.clone();
@@ -172,6 +180,9 @@ pub async fn run_connected(
     })
     .await;
     sweeper.abort();
+    if let Some(held) = held {
+        held.abort();
+    }
     if let (Some(c), Some(maintainer)) = (&app.cluster, maintainer) {
         // No heartbeat may re-announce this node after it left.
         maintainer.abort();

@@ -1,7 +1,8 @@
 //! One suite for every key store: the same cases run unchanged against the in-memory store and
 //! against the Redis store on a real `redis-server` (started here on a free port), over TLS, and
 //! on a Redis Cluster of six servers; and the Redis scripts walked through the lifecycle table
-//! (`relay::store::lifecycle`). The cases with tabs
+//! (`relay::store::lifecycle`); a key's changes reach only the nodes waiting for it (`events.rs`).
+//! The cases with tabs
 //! (binding, replacing, the grace, in-flight slots, finding the tab) are in `binding.rs`, what a
 //! tab declares and the session mode in `declare.rs`, on real sockets (`tabs.rs`).
 
@@ -11,10 +12,16 @@ mod binding;
 mod cluster;
 #[path = "store_conformance/declare.rs"]
 mod declare;
+#[path = "store_conformance/events.rs"]
+mod events;
+#[path = "store_conformance/idempotency.rs"]
+mod idempotency;
 #[path = "store_conformance/lanes.rs"]
 mod lanes;
 #[path = "store_conformance/lost.rs"]
 mod lost;
+#[path = "store_conformance/releases.rs"]
+mod releases;
 #[path = "store_conformance/sessions.rs"]
 mod sessions;
 #[path = "store_conformance/tabs.rs"]
@@ -26,14 +33,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::StatusCode;
-use bytes::Bytes;
-use relay::idempotency::Outcome;
 use relay::metrics::Metrics;
-use relay::store::claims::{Claimed, ReplayBound};
+use relay::store::claims::ReplayBound;
 use relay::store::keys::{Keys, LifecycleConfig};
 use relay::store::lifecycle::{self, BindError, Event, Facts, Phase, Shown, Transition};
 use relay::store::redis::{Bound, Cluster, Revoked, Settings};
+use relay::store::track::{Ticket, Track, TrackError};
 use relay::store::{KeyStore, MemoryStore, RedisStore, SessionLimits};
 use relay::tokens::unix_now;
 use relay_wire::KeyState;
@@ -50,6 +55,23 @@ const LIMITS: SessionLimits = SessionLimits {
 };
 /// A session for the cases that are not about sessions.
 const SESSION: &str = "s_00000000000000000000000000000000aaaaaaaaaaaaaaaa";
+
+/// A call id of its own (as every call has).
+fn call_id() -> String {
+    format!("c_{}", hex::encode(rand::random::<[u8; 12]>()))
+}
+
+/// A call's hold on `key` for agent session `session`, under a call id of its own.
+async fn track<'a>(
+    store: &'a impl KeyStore,
+    key: &'a str,
+    session: &'a str,
+) -> Result<Track<'a>, TrackError> {
+    let id = call_id();
+    store
+        .track(key, session, &Ticket::plain(&id, Duration::from_secs(60)))
+        .await
+}
 
 /// Session `n` of `key` (its id names the key, as a minted one does).
 fn session_of(key: &str, n: u8) -> String {
@@ -88,9 +110,7 @@ async fn suite(store: &impl KeyStore) {
     revoke_leaves_a_tombstone(store).await;
     unbound_key_expires(store).await;
     token_rate_per_address(store).await;
-    idempotency_run_replay_conflict(store).await;
-    a_retry_waits_for_the_first_outcome(store).await;
-    an_outcome_is_kept_for_the_window(store).await;
+    idempotency::cases(store).await;
 }
 
 async fn unknown_key(store: &impl KeyStore) {
@@ -183,94 +203,6 @@ const BOUND: ReplayBound = ReplayBound {
     window: Duration::from_secs(2),
 };
 
-fn outcome(status: u16, body: &'static [u8]) -> Outcome {
-    Outcome {
-        status: StatusCode::from_u16(status).unwrap(),
-        body: Bytes::from_static(body),
-    }
-}
-
-async fn idempotency_run_replay_conflict(store: &impl KeyStore) {
-    let key = fresh_key();
-    let timeout = Duration::from_secs(1);
-    let Claimed::Run(recorder) = store.claim(&key, "i-1", 7, timeout).await.unwrap() else {
-        panic!("the first claim runs")
-    };
-    recorder
-        .record(&outcome(504, b"{\"ok\":false}"))
-        .await
-        .unwrap();
-    let Claimed::Replay(replayed) = store.claim(&key, "i-1", 7, timeout).await.unwrap() else {
-        panic!("a retry replays")
-    };
-    assert_eq!(replayed.status.as_u16(), 504);
-    assert_eq!(&replayed.body[..], b"{\"ok\":false}", "byte for byte");
-    assert!(
-        matches!(
-            store.claim(&key, "i-1", 8, timeout).await.unwrap(),
-            Claimed::Conflict
-        ),
-        "other content under the same Idempotency-Key"
-    );
-    let other_key = fresh_key();
-    assert!(
-        matches!(
-            store.claim(&other_key, "i-1", 7, timeout).await.unwrap(),
-            Claimed::Run(_)
-        ),
-        "the same Idempotency-Key for another key is another call"
-    );
-}
-
-async fn a_retry_waits_for_the_first_outcome(store: &impl KeyStore) {
-    let key = fresh_key();
-    let timeout = Duration::from_secs(1);
-    let Claimed::Run(recorder) = store.claim(&key, "i-2", 9, timeout).await.unwrap() else {
-        panic!("the first claim runs")
-    };
-    let retry = store.claim(&key, "i-2", 9, timeout);
-    let first = async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        recorder
-            .record(&outcome(200, b"{\"ok\":true}"))
-            .await
-            .unwrap();
-    };
-    let (claimed, ()) = tokio::join!(retry, first);
-    let Claimed::Replay(replayed) = claimed.unwrap() else {
-        panic!("the retry replays once the first call recorded")
-    };
-    assert_eq!(replayed.status.as_u16(), 200);
-    assert_eq!(&replayed.body[..], b"{\"ok\":true}");
-}
-
-async fn an_outcome_is_kept_for_the_window(store: &impl KeyStore) {
-    let key = fresh_key();
-    let timeout = Duration::from_secs(1);
-    let Claimed::Run(recorder) = store.claim(&key, "i-3", 5, timeout).await.unwrap() else {
-        panic!("the first claim runs")
-    };
-    recorder.record(&outcome(200, b"{}")).await.unwrap();
-    tokio::time::sleep(BOUND.window - Duration::from_millis(500)).await;
-    store.expire();
-    assert!(
-        matches!(
-            store.claim(&key, "i-3", 5, timeout).await.unwrap(),
-            Claimed::Replay(_)
-        ),
-        "within the window a retry replays"
-    );
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    store.expire();
-    assert!(
-        matches!(
-            store.claim(&key, "i-3", 6, timeout).await.unwrap(),
-            Claimed::Run(_)
-        ),
-        "past the window the Idempotency-Key is free again, whatever the content"
-    );
-}
-
 /// The in-memory store on tokio's paused clock: its waits (expiry, a retry waiting for the first
 /// outcome) take no real time. Redis keeps its own clock, so its run sleeps for real.
 #[tokio::test(start_paused = true)]
@@ -344,6 +276,9 @@ async fn redis_store() {
         RedisStore::new(cluster.clone(), local_keys(), TOKENS_PER_MIN, BOUND).with_sessions(LIMITS);
     suite(&store).await;
     lanes::a_bind_storm_delays_neither_heartbeat_nor_lookup(&cluster).await;
+    events::only_waiting_nodes_hear_a_key(&cluster, &format!("redis://127.0.0.1:{}", server.port))
+        .await;
+    releases::a_slot_is_given_back_after_redis_lost_its_scripts(&store, server.port).await;
 }
 
 /// The same suite through `rediss://` with an ACL user, trusting the test's own CA.
@@ -387,6 +322,7 @@ async fn redis_store_on_a_cluster() {
         RedisStore::new(cluster.clone(), local_keys(), TOKENS_PER_MIN, BOUND).with_sessions(LIMITS);
     suite(&store).await;
     lanes::a_bind_storm_delays_neither_heartbeat_nor_lookup(&cluster).await;
+    events::only_waiting_nodes_hear_a_key(&cluster, &servers.url()).await;
     tokio::task::spawn_blocking(move || cluster::check_config(&servers))
         .await
         .expect("check-config on the cluster");

@@ -1,7 +1,7 @@
 // Processes of a several-node bench run: Redis, relay nodes on it, load generators driven line
 // by line (`loadgen --control`), and what is read of them from /proc and from Redis.
 import { spawn, execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -25,9 +25,13 @@ export async function kill(proc) {
   await exited(proc);
 }
 
-export async function startRedis(root, port) {
-  const log = logFile(root, 'redis');
-  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', log, log] });
+// Processes of the bench run on core 0 (`pin`), the generators on core 1, when there are two.
+const pinned = (pin, cmd) => (pin ? ['taskset', '-c', '0', ...cmd] : cmd);
+
+export async function startRedis(root, port, { pin = false, name = 'redis', extra = [] } = {}) {
+  const log = logFile(root, name);
+  const cmd = pinned(pin, ['redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extra]);
+  const proc = spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', log, log] });
   closeSync(log);
   const until = Date.now() + 10000;
   while (Date.now() < until) {
@@ -35,7 +39,35 @@ export async function startRedis(root, port) {
     await sleep(100);
   }
   await kill(proc);
-  throw new Error('redis-server did not start; see .run/bench/scale/redis.log');
+  throw new Error(`redis-server did not start; see .run/bench/scale/${name}.log`);
+}
+
+/**
+ * A Redis Cluster of `ports.length` primaries (no replicas) on loopback, every slot served:
+ * `{ procs, ports, url, stop() }`. Its nodes' files go to .run/bench/scale/cluster-<port>/.
+ */
+export async function startRedisCluster(root, ports, { pin = false } = {}) {
+  const procs = [];
+  try {
+    for (const port of ports) {
+      const dir = join(root, '.run/bench/scale', `cluster-${port}`);
+      rmSync(dir, { recursive: true, force: true });
+      mkdirSync(dir, { recursive: true });
+      procs.push(await startRedis(root, port, { pin, name: `redis-cluster-${port}`, extra: ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'), '--dir', dir, '--cluster-node-timeout', '5000'] }));
+    }
+    execFileSync('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'], { timeout: 30000, stdio: 'ignore' });
+    const until = Date.now() + 30000;
+    for (const port of ports) {
+      while (!redisCli(port, 'cluster', 'info').includes('cluster_state:ok')) {
+        if (Date.now() > until) throw new Error(`the Redis Cluster did not serve every slot (port ${port})`);
+        await sleep(200);
+      }
+    }
+  } catch (e) {
+    for (const p of procs) await kill(p);
+    throw e;
+  }
+  return { procs, ports, url: `redis+cluster://${ports.map((p) => `127.0.0.1:${p}`).join(',')}`, stop: async () => { for (const p of procs) await kill(p); } };
 }
 
 export const redisCli = (port, ...args) => execFileSync('redis-cli', ['-p', String(port), ...args], { timeout: 10000, stdio: ['ignore', 'pipe', 'ignore'] }).toString();
@@ -50,23 +82,31 @@ export function redisInfo(port, section) {
   return out;
 }
 
-export function relayEnv(port, redisPort) {
+// `redis`: a port of one Redis server, a `RELAY_REDIS_URL`, or null for a node without Redis.
+export function relayEnv(port, redis) {
+  const url = typeof redis === 'number' ? `redis://127.0.0.1:${redis}` : redis;
   return {
     PATH: process.env.PATH,
-    RELAY_ADDR: `127.0.0.1:${port}`, RELAY_REDIS_URL: `redis://127.0.0.1:${redisPort}`,
+    RELAY_ADDR: `127.0.0.1:${port}`, ...(url ? { RELAY_REDIS_URL: url } : {}),
     LIVEKIT_API_KEY: 'devkey', LIVEKIT_API_SECRET: 'bench-livekit-secret-0123456789ab',
     RELAY_WORKER_SECRET: SECRET, RELAY_SESSION_KEYS: SESSION_KEYS, RELAY_TOKEN_MODE: 'open', RELAY_TOKEN_RATE_PER_MIN: '100000000',
     RELAY_SESSION_RATE_PER_SEC: '100000000', RUST_LOG: process.env.BENCH_RUST_LOG ?? 'warn',
     // Tuning to compare, e.g. `BENCH_RELAY_BIND_CONCURRENCY=8` sets RELAY_BIND_CONCURRENCY.
     ...Object.fromEntries(Object.entries(process.env)
-      .filter(([k]) => k.startsWith('BENCH_RELAY_'))
+      .filter(([k]) => k.startsWith('BENCH_RELAY_') && k !== 'BENCH_RELAY_BIN')
       .map(([k, v]) => [k.slice('BENCH_'.length), v])),
   };
 }
 
-export async function startRelay(root, target, port, redisPort) {
+// The binaries measured: this tree's release build, or others named by `BENCH_RELAY_BIN` and
+// `BENCH_LOADGEN_BIN` (to measure two builds with the same driver).
+export const relayBin = (target) => process.env.BENCH_RELAY_BIN ?? join(target, 'release/relay');
+export const loadgenBin = (target) => process.env.BENCH_LOADGEN_BIN ?? join(target, 'release/loadgen');
+
+export async function startRelay(root, target, port, redis, { pin = false } = {}) {
   const log = logFile(root, `relay-${port}`);
-  const proc = spawn(join(target, 'release/relay'), [], { env: relayEnv(port, redisPort), stdio: ['ignore', log, log] });
+  const cmd = pinned(pin, [relayBin(target)]);
+  const proc = spawn(cmd[0], cmd.slice(1), { env: relayEnv(port, redis), stdio: ['ignore', log, log] });
   closeSync(log);
   const until = Date.now() + 20000;
   while (Date.now() < until) {
@@ -84,7 +124,7 @@ export async function startRelay(root, target, port, redisPort) {
 // A generator driven by commands; `next(event)` resolves with its next JSON line of that event.
 export function startLoadgen(root, target, name, args) {
   const log = logFile(root, name);
-  const proc = spawn(join(target, 'release/loadgen'), ['--control', ...args], { stdio: ['pipe', 'pipe', log] });
+  const proc = spawn(loadgenBin(target), ['--control', ...args], { stdio: ['pipe', 'pipe', log] });
   closeSync(log);
   const queue = [];
   const waiting = [];
@@ -128,6 +168,20 @@ export function cpuTicks(pid) {
     const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(')').pop().trim().split(/\s+/);
     return Number(f[11]) + Number(f[12]);
   } catch { return null; }
+}
+
+// Voluntary context switches of a process's live threads (each one a sleep, woken again later).
+export function sleeps(pid) {
+  let n = 0;
+  try {
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const m = readFileSync(`/proc/${pid}/task/${task}/status`, 'utf8').match(/^voluntary_ctxt_switches:\s+(\d+)/m);
+        if (m) n += Number(m[1]);
+      } catch { /* a thread that ended meanwhile */ }
+    }
+  } catch { return null; }
+  return n;
 }
 
 // Merges `[µs, count]` lists and reads percentiles.

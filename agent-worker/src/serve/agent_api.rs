@@ -166,7 +166,7 @@ pub(crate) async fn call_tool(
     let is_move = Move::of(&name).is_some() && state.worker.catalog.current().tool(&name).is_none();
     agent.require_tool(&name, is_move)?;
     let body = error::body(body)?;
-    let args: Value = if body.iter().all(u8::is_ascii_whitespace) {
+    let args: Value = if body.is_empty() {
         json!({})
     } else {
         match serde_json::from_slice(&body) {

@@ -42,6 +42,10 @@ pub struct Args {
     /// another: the several-node path).
     #[arg(long)]
     pub call_url: Option<String>,
+    /// Say on stderr when the measured calls begin (`loadgen: measuring`) and end (`loadgen:
+    /// measured`), for a driver that measures other processes over the same window.
+    #[arg(long)]
+    pub marks: bool,
     /// Tabs connecting at once.
     #[arg(long, default_value_t = 200)]
     pub connect_concurrency: usize,

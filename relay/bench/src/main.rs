@@ -268,6 +268,9 @@ async fn run(args: Args) -> anyhow::Result<Report> {
         })));
     }
     tokio::time::sleep_until(warmup_end).await;
+    if args.marks {
+        eprintln!("loadgen: measuring");
+    }
     let cpu = CpuMeter::start(args.server_pid);
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
     let mut from_schedule = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
@@ -290,6 +293,9 @@ async fn run(args: Args) -> anyhow::Result<Report> {
         other_pct,
         server_switches,
     } = cpu.stop();
+    if args.marks {
+        eprintln!("loadgen: measured");
+    }
     let measured = Instant::now().duration_since(warmup_end).as_secs_f64();
 
     // Fire-and-forget: give in-flight events a moment, then compare per tab.

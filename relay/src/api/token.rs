@@ -58,7 +58,7 @@ pub(crate) async fn token_post(
 ) -> Result<Response, ApiError> {
     let (caller, client) = token_caller(&app, peer, request.headers()).await?;
     let body = read_body(&app, request).await?;
-    let req = if body.iter().all(u8::is_ascii_whitespace) {
+    let req = if body.is_empty() {
         TokenRequest::default()
     } else {
         parse_object::<TokenRequest>(&body)?

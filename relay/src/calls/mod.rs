@@ -3,15 +3,18 @@
 //! acknowledgement. `params` travels as the raw JSON the agent sent.
 //!
 //! One loop ([`run`]) whatever keeps the keys: the store's `Track` says where the tab is, and
-//! one delivery attempt goes to a socket of this node (`local.rs`) or through the adapter to
-//! another node (`remote.rs`). Each call keeps its [`Timing`] (the delivery's time and the
-//! handler's, which the tab reports when the meta says the relay reads it), and, while spans
-//! are exported, a span per delivery attempt whose context the tab receives.
+//! one delivery attempt goes to a socket of this node (`local.rs`) or to the node that holds
+//! the tab (`remote.rs`), which delivers it as its own (`held.rs`). Each call keeps its
+//! [`Timing`] (the delivery's time and the handler's, which the tab reports when the meta says
+//! the relay reads it), and, while spans are exported, a span per delivery attempt whose context
+//! the tab receives (through the holding node for a tab on another node).
 
+mod held;
 mod local;
 mod remote;
 mod running;
 
+pub use held::serve_held;
 pub use running::{Running, RunningGuard};
 
 use std::sync::Arc;
@@ -26,7 +29,7 @@ use tracing::Span;
 use crate::app::App;
 use crate::error::{ApiError, truncate};
 use crate::store::KeyStore;
-use crate::store::track::{LocateError, Located, Track, TrackError};
+use crate::store::track::{LocateError, Located, Ticket, Track, TrackError};
 use crate::telemetry;
 use relay_wire::session::SessionGrant;
 use relay_wire::{ApiKey, ToolName};
@@ -86,6 +89,10 @@ async fn stopped(app: &App, call: &Call) -> ApiError {
     }
 }
 
+/// How long a call's slot outlives the call's own deadline (and a forced drain) on Redis: past
+/// it, the slot of a call whose node died with it no longer counts.
+const SLOT_MARGIN: Duration = Duration::from_secs(10);
+
 /// New call id: `c_` + 24 hex characters.
 pub fn new_call_id() -> Arc<str> {
     let mut bytes = [0u8; 12];
@@ -102,28 +109,6 @@ enum Step {
     Again,
 }
 
-/// A delivery attempt before its answer is read: the tab's acknowledgement, or another end.
-enum Attempt {
-    Answered(serde_json::Value),
-    Step(Step),
-}
-
-impl Attempt {
-    /// The attempt's step: its answer read (the handler's time into `timing`), a failure
-    /// marked on its span.
-    fn settle(self, span: &Span, timing: &mut Timing) -> Step {
-        match self {
-            Attempt::Answered(value) => Step::Done(interpret(value, span, timing)),
-            Attempt::Step(step) => {
-                if let Step::Done(Err(e)) = &step {
-                    telemetry::fail(span, e.code.as_str());
-                }
-                step
-            }
-        }
-    }
-}
-
 /// Runs one call to its end. `Ok(Some(result))` for an answered awaited call, `Ok(None)` for a
 /// delivered fire-and-forget call; `timing` holds where the time went.
 ///
@@ -136,9 +121,25 @@ pub async fn run(
     timing: &mut Timing,
 ) -> Result<Option<serde_json::Value>, ApiError> {
     let deadline = Instant::now() + call.timeout;
+    // On Redis, the admission sends the call to the node holding the tab when this node guesses
+    // which one that is: the message it sends, made only then, and its outcome expected from
+    // then on.
+    let hop = app.io.get().and_then(|io| io.hop());
+    let rid = hop.map(|_| crate::delivery::room(&call.api_key));
+    let mut away = hop.map(remote::Away::new);
+    let offer = |away: &remote::Away<'_>, rid: &str| away.first_message(call, rid, deadline);
+    let offer = away
+        .as_ref()
+        .zip(rid.as_deref())
+        .map(|(away, rid)| move || offer(away, rid));
+    let ticket = Ticket {
+        call_id: &call.call_id,
+        life: call.timeout + app.config.drain + SLOT_MARGIN,
+        offer: offer.as_ref().map(|f| f as &(dyn Fn() -> Vec<u8> + Sync)),
+    };
     let mut track = app
         .store
-        .track(&call.api_key, &call.session.session_id)
+        .track(&call.api_key, &call.session.session_id, &ticket)
         .await
         .map_err(|e| match e {
             TrackError::Unknown => ApiError::unknown_key(),
@@ -173,12 +174,17 @@ pub async fn run(
             }
             // Boxed: the adapter's emit and acknowledgement state must not grow every
             // single-node call's future.
-            Located::Elsewhere(target) => {
-                Box::pin(remote::deliver(
-                    app, &track, call, &target, deadline, timing,
-                ))
-                .await?
-            }
+            Located::Elsewhere(target) => match (away.as_mut(), rid.as_deref()) {
+                (Some(away), Some(rid)) => {
+                    let to = remote::To {
+                        target: &target,
+                        rid,
+                        deadline,
+                    };
+                    Box::pin(remote::deliver(app, &mut track, call, &to, away, timing)).await?
+                }
+                _ => return Err(ApiError::unavailable()),
+            },
         };
         match step {
             Step::Done(outcome) => return outcome,
@@ -237,13 +243,10 @@ fn tab_timeout() -> ApiError {
 
 /// A call that is not awaited, to a tool the tab declared it does not handle: nothing would
 /// run it, and nothing would say so.
-fn not_declared(call: &Call) -> ApiError {
+fn not_declared(tool: &str) -> ApiError {
     ApiError::new(
         ErrorCode::NoHandler,
-        format!(
-            "the tab declared the tools it handles, and {} is not among them",
-            call.tool_name
-        ),
+        format!("the tab declared the tools it handles, and {tool} is not among them"),
     )
 }
 
@@ -267,16 +270,9 @@ impl Delivery<'_> {
     }
 }
 
-fn prepare(call: &Call, deadline: Instant, route: Route) -> Result<Delivery<'_>, ApiError> {
-    let remaining = deadline.saturating_duration_since(Instant::now());
-    if remaining.is_zero() {
-        return Err(deadline_passed());
-    }
-    let params: &RawValue = match &call.params {
-        Some(p) => p,
-        None => serde_json::from_str(EMPTY_PARAMS).map_err(|_| ApiError::invalid("params"))?,
-    };
-    let span = if telemetry::enabled() {
+/// The span of one delivery attempt while spans are exported, else none.
+fn delivery_span(call: &Call, route: Route) -> Span {
+    if telemetry::enabled() {
         tracing::info_span!(
             "deliver",
             otel.kind = "producer",
@@ -286,6 +282,17 @@ fn prepare(call: &Call, deadline: Instant, route: Route) -> Result<Delivery<'_>,
         )
     } else {
         Span::none()
+    }
+}
+
+fn prepare(call: &Call, deadline: Instant, span: Span) -> Result<Delivery<'_>, ApiError> {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    if remaining.is_zero() {
+        return Err(deadline_passed());
+    }
+    let params: &RawValue = match &call.params {
+        Some(p) => p,
+        None => serde_json::from_str(EMPTY_PARAMS).map_err(|_| ApiError::invalid("params"))?,
     };
     // The tab works inside this attempt's span when spans are exported; otherwise inside the
     // caller's context, passed on as it came.

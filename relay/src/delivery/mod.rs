@@ -1,19 +1,20 @@
 //! Delivery: how an emit reaches a tab. A tab on this node is reached through its own socket
 //! (the [`Binding`](crate::store::keys::Binding) the store hands back holds it, see
-//! [`TabSocket`](crate::sockets::TabSocket)); a tab on another node through the Socket.IO Redis
-//! adapter, to the room named after its key ([`Io`]): only on the node Redis says holds it once
-//! that node's Socket.IO server is known ([`crate::targeted`]), else on every node. Nothing else
-//! in the relay asks which adapter runs: a room delivery on one node finds no other node and says
-//! so. Dismissing a tab that lost its key (replaced, revoked) is a delivery too: [`dismiss`]
-//! here, [`Io::dismiss_in_room`] on another node (the node Redis recorded as holding the old
-//! socket, once its server is known; else every node).
+//! [`TabSocket`](crate::sockets::TabSocket)); a call for a tab on another node goes to that node
+//! on the relay's own call channels ([`hop`]), which emits it there. Nothing else in the relay
+//! asks which adapter runs. Dismissing a tab that lost its key (replaced, revoked) and telling a
+//! tab its mode are emits to the key's room through the Socket.IO Redis adapter
+//! ([`Io::dismiss_in_room`], [`Io::emit_to_room`]): on the node Redis recorded once that node's
+//! Socket.IO server is known ([`crate::targeted`]), else on every node; [`dismiss`] does it for a
+//! socket of this node.
 
-use std::time::Duration;
+pub mod hop;
 
-use relay_wire::{CancelEvent, RevokeReason, RevokedEvent, events};
+use std::sync::Arc;
+
+use relay_wire::{RevokeReason, RevokedEvent, events};
 use serde::Serialize;
 use socketioxide::SocketIo;
-use socketioxide::ack::AckStream;
 use socketioxide::adapter::LocalAdapter;
 use socketioxide_core::Uid;
 
@@ -40,18 +41,16 @@ pub fn dismiss(old: Displaced) {
     socket.disconnect();
 }
 
-/// The acknowledgements of an emit to a room on another node, one per socket that had it.
-pub type RoomAcks = AckStream<serde_json::Value, ClusterAdapter>;
-
 /// A room on another node could not be reached (no adapter to other nodes, or it failed).
 #[derive(Debug)]
 pub struct Unreachable;
 
-/// The Socket.IO server handle, whichever adapter it runs on.
+/// The Socket.IO server handle, whichever adapter it runs on; on Redis, with this node's end of
+/// the calls between nodes.
 #[derive(Clone)]
 pub enum Io {
     Local(SocketIo<LocalAdapter>),
-    Cluster(SocketIo<ClusterAdapter>),
+    Cluster(SocketIo<ClusterAdapter>, Arc<hop::Hop>),
 }
 
 impl Io {
@@ -59,7 +58,7 @@ impl Io {
     pub fn local_socket_count(&self) -> usize {
         match self {
             Io::Local(io) => io.sockets().len(),
-            Io::Cluster(io) => io.local().sockets().len(),
+            Io::Cluster(io, _) => io.local().sockets().len(),
         }
     }
 
@@ -67,7 +66,7 @@ impl Io {
     pub async fn close(&self) {
         match self {
             Io::Local(io) => io.close().await,
-            Io::Cluster(io) => io.close().await,
+            Io::Cluster(io, _) => io.close().await,
         }
     }
 
@@ -78,7 +77,25 @@ impl Io {
         };
         match self {
             Io::Local(io) => io.get_socket(sid).is_some_and(|s| s.connected()),
-            Io::Cluster(io) => io.get_socket(sid).is_some_and(|s| s.connected()),
+            Io::Cluster(io, _) => io.get_socket(sid).is_some_and(|s| s.connected()),
+        }
+    }
+
+    /// The key the socket `sid` of this node holds, if it is connected and holds one.
+    pub fn bound_key(&self, sid: &str) -> Option<Arc<str>> {
+        let sid = sid.parse().ok()?;
+        let key = match self {
+            Io::Local(io) => io.get_socket(sid)?.extensions.get::<BoundKey>(),
+            Io::Cluster(io, _) => io.get_socket(sid)?.extensions.get::<BoundKey>(),
+        };
+        key.map(|k| k.0)
+    }
+
+    /// This node's end of the calls between nodes (on Redis).
+    pub fn hop(&self) -> Option<&Arc<hop::Hop>> {
+        match self {
+            Io::Local(_) => None,
+            Io::Cluster(_, hop) => Some(hop),
         }
     }
 
@@ -86,7 +103,7 @@ impl Io {
     pub fn server_id(&self) -> Option<Uid> {
         match self {
             Io::Local(_) => None,
-            Io::Cluster(io) => Some(io.config().server_id),
+            Io::Cluster(io, _) => Some(io.config().server_id),
         }
     }
 
@@ -99,47 +116,12 @@ impl Io {
         event: &str,
         data: &T,
     ) -> Result<(), Unreachable> {
-        let Io::Cluster(io) = self else {
+        let Io::Cluster(io, _) = self else {
             return Err(Unreachable);
         };
         to_server(server, io.to(room.to_owned()).emit(event, data))
             .await
             .map_err(|_| Unreachable)
-    }
-
-    /// Emits to the sockets of `room` on `server`, or on every node when it is not known, each
-    /// expected to answer within `timeout`.
-    pub async fn emit_to_room_with_ack<T: ?Sized + Serialize>(
-        &self,
-        room: &str,
-        server: Option<Uid>,
-        timeout: Duration,
-        event: &str,
-        data: &T,
-    ) -> Result<RoomAcks, Unreachable> {
-        let Io::Cluster(io) = self else {
-            return Err(Unreachable);
-        };
-        let emit = io
-            .to(room.to_owned())
-            .timeout(timeout)
-            .emit_with_ack::<_, serde_json::Value>(event, data);
-        to_server(server, emit).await.map_err(|_| Unreachable)
-    }
-
-    /// Tells the tab of `room` on another node (on `server`, where its call was sent, or on every
-    /// node) that an awaited call ended without its answer. Best effort.
-    pub fn cancel_in_room(&self, room: &str, server: Option<Uid>, call_id: &str) {
-        let Io::Cluster(io) = self else {
-            return;
-        };
-        let op = io.to(room.to_owned());
-        let event = CancelEvent {
-            call_id: call_id.to_owned(),
-        };
-        tokio::spawn(async move {
-            let _ = to_server(server, op.emit(events::CANCEL, &event)).await;
-        });
     }
 
     /// Tells the socket in `room` on another node (on `server`, the node Redis recorded, or on
@@ -153,7 +135,7 @@ impl Io {
         key: &str,
         reason: RevokeReason,
     ) {
-        let Io::Cluster(io) = self else {
+        let Io::Cluster(io, _) = self else {
             return;
         };
         let (sent, closed) = to_server(server, async {

@@ -17,7 +17,7 @@ use super::keys::SessionSlot;
 use super::keys::{AcquireError, Keys, NotBound, Proof};
 use super::redis::StoreError;
 use super::sessions::{Ended, Refused, SessionLimits, session_tag};
-use super::track::{MemoryTrack, Track, TrackError};
+use super::track::{MemoryTrack, Ticket, Track, TrackError};
 use super::{BindOutcome, Bound, KeyStore, Revocation, TabAt};
 use crate::idempotency::Idempotency;
 use crate::sockets::TabSocket;
@@ -135,7 +135,12 @@ impl KeyStore for MemoryStore {
         Ok(claims::claim_memory(&self.claims, self.bound, key, idem, fingerprint).await)
     }
 
-    async fn track<'a>(&'a self, key: &'a str, session: &'a str) -> Result<Track<'a>, TrackError> {
+    async fn track<'a, 't>(
+        &'a self,
+        key: &'a str,
+        session: &'t str,
+        _ticket: &'t Ticket<'t>,
+    ) -> Result<Track<'a>, TrackError> {
         if self.ended.contains(session) {
             return Err(TrackError::Ended);
         }

@@ -36,7 +36,7 @@ use tokio::time::Instant;
 
 use self::keys::{Binding, Displaced, NotBound, Proof};
 use self::redis::StoreError;
-use self::track::{Track, TrackError};
+use self::track::{Ticket, Track, TrackError};
 use crate::sockets::TabSocket;
 use claims::Claimed;
 use lifecycle::BindError;
@@ -165,12 +165,14 @@ pub trait KeyStore: Send + Sync {
     /// Takes one of `key`'s in-flight slots for a call of agent session `session` (with one of
     /// that session's own slots and one call of its rate, unless the session was ended): the
     /// call's [`Track`], which finds the key's tab and waits for it, and gives the slots back
-    /// when dropped.
-    fn track<'a>(
+    /// when dropped. On Redis the admission may also send the call to the node holding the tab
+    /// ([`Ticket::offer`], [`Track::take_sent`]).
+    fn track<'a, 't>(
         &'a self,
         key: &'a str,
-        session: &'a str,
-    ) -> impl Future<Output = Result<Track<'a>, TrackError>> + Send + 'a;
+        session: &'t str,
+        ticket: &'t Ticket<'t>,
+    ) -> impl Future<Output = Result<Track<'a>, TrackError>> + Send;
 
     /// Ends agent session `session` (its token expiring at Unix second `exp`): no call of it
     /// starts any more, on any node. The key and its other sessions are untouched.
@@ -276,11 +278,16 @@ impl KeyStore for Store {
         each!(self, s => s.claim(key, idem, fingerprint, timeout).await)
     }
 
-    async fn track<'a>(&'a self, key: &'a str, session: &'a str) -> Result<Track<'a>, TrackError> {
+    async fn track<'a, 't>(
+        &'a self,
+        key: &'a str,
+        session: &'t str,
+        ticket: &'t Ticket<'t>,
+    ) -> Result<Track<'a>, TrackError> {
         match self {
-            Store::Memory(s) => s.track(key, session).await,
+            Store::Memory(s) => s.track(key, session, ticket).await,
             // Boxed: the slot's round trip must not grow every single-node call's future.
-            Store::Redis(s) => Box::pin(s.track(key, session)).await,
+            Store::Redis(s) => Box::pin(s.track(key, session, ticket)).await,
         }
     }
 

@@ -10,9 +10,9 @@ use tokio::time::Instant;
 
 use super::claims::{self, Claimed, ReplayBound};
 use super::keys::{Keys, NotBound, Proof};
-use super::redis::{self as cluster, Acquired, Cluster, SessionCall, StoreError};
+use super::redis::{self as cluster, Acquired, Admit, Cluster, SessionCall, StoreError};
 use super::sessions::{SessionLimits, session_tag};
-use super::track::{RedisTrack, Track, TrackError};
+use super::track::{RedisTrack, Ticket, Track, TrackError};
 use super::{BindOutcome, Bound, KeyStore, Revocation, TabAt};
 use crate::sockets::TabSocket;
 
@@ -201,8 +201,10 @@ impl KeyStore for RedisStore {
         deadline: Instant,
     ) -> Result<Option<KeyStatus>, StoreError> {
         let rid = cluster::rid(key);
-        // Watching before each read, so no change between the read and the wait is missed.
+        // Watching before each read, so no change between the read and the wait is missed; in
+        // the key's watch in Redis before the first read, so its changes reach this node.
         let watch = self.cluster.watch(&rid);
+        let _interest = self.cluster.interest(&rid).await?;
         loop {
             let mark = watch.mark();
             let Some(status) = self.status(key).await? else {
@@ -251,7 +253,12 @@ impl KeyStore for RedisStore {
         Box::pin(claimed).await
     }
 
-    async fn track<'a>(&'a self, key: &'a str, session: &'a str) -> Result<Track<'a>, TrackError> {
+    async fn track<'a, 't>(
+        &'a self,
+        key: &'a str,
+        session: &'t str,
+        ticket: &'t Ticket<'t>,
+    ) -> Result<Track<'a>, TrackError> {
         let rid = cluster::rid(key);
         // Watching before the first read, so no change between the read and the wait is missed.
         let watch = self.cluster.watch(&rid);
@@ -261,15 +268,21 @@ impl KeyStore for RedisStore {
             max_inflight: self.limits.max_inflight,
             rate_per_sec: self.limits.rate_per_sec,
         };
-        let held = match self.cluster.acquire(&rid, &call).await? {
-            (Acquired::Ok, Some(held)) => held,
+        let admit = Admit {
+            session: &call,
+            call_id: ticket.call_id,
+            life: ticket.life,
+            offer: ticket.offer,
+        };
+        let admitted = match self.cluster.acquire(&rid, &admit).await? {
+            (Acquired::Ok, Some(admitted)) => admitted,
             (Acquired::TooMany, _) => return Err(TrackError::TooMany),
             (Acquired::SessionBusy, _) => return Err(TrackError::SessionBusy),
             (Acquired::RateLimited, _) => return Err(TrackError::RateLimited),
             (Acquired::Ended, _) => return Err(TrackError::Ended),
             (Acquired::Ok | Acquired::Unknown, _) => return Err(TrackError::Unknown),
         };
-        let track = RedisTrack::new(&self.cluster, &self.local, key, rid, watch, mark, held);
+        let track = RedisTrack::new(&self.cluster, &self.local, key, rid, watch, mark, admitted);
         Ok(Track::Redis(Box::new(track)))
     }
 

@@ -12,10 +12,31 @@ use tokio::time::Instant;
 
 use super::keys::SessionSlot;
 use super::keys::{Binding, InflightGuard, KeyShared, Keys, WaitError};
-use super::redis::{Cluster, Place, Slot, StoreError, Watch};
+use super::redis::{Admitted, Cluster, Place, Slot, StoreError, Watch};
 
 /// Waiting calls re-read their key at least this often on Redis, whatever the events say.
 pub use super::redis::RECHECK;
+
+/// What a call brings to its admission ([`KeyStore::track`](super::KeyStore::track)).
+pub struct Ticket<'a> {
+    pub call_id: &'a str,
+    /// How long the call may run at most (on Redis its slot is not held past it).
+    pub life: std::time::Duration,
+    /// On Redis: makes the message that sends the call to the node holding the tab, asked for
+    /// when this node guesses another node holds it (the admission then sends it too).
+    pub offer: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
+}
+
+impl<'a> Ticket<'a> {
+    /// A call that sends nothing with its admission, over within `life`.
+    pub fn plain(call_id: &'a str, life: std::time::Duration) -> Self {
+        Ticket {
+            call_id,
+            life,
+            offer: None,
+        }
+    }
+}
 
 /// Why a call could not take a slot of its key.
 #[derive(Debug)]
@@ -121,8 +142,10 @@ pub struct RedisTrack<'a> {
     /// The first round uses what the slot's script read, and the mark taken before it.
     first: bool,
     known: Option<Place>,
+    /// How many received the call the admission sent to the node it named (not yet used).
+    sent: Option<i64>,
     shared: Arc<KeyShared>,
-    _slot: Slot,
+    slot: Slot,
 }
 
 impl<'a> RedisTrack<'a> {
@@ -133,8 +156,9 @@ impl<'a> RedisTrack<'a> {
         rid: String,
         watch: Watch<'a>,
         mark: u64,
-        (slot, place): (Slot, Place),
+        admitted: Admitted,
     ) -> Self {
+        let Admitted { slot, place, sent } = admitted;
         RedisTrack {
             cluster,
             local,
@@ -144,8 +168,9 @@ impl<'a> RedisTrack<'a> {
             mark,
             first: true,
             known: Some(place),
+            sent,
             shared: Arc::default(),
-            _slot: slot,
+            slot,
         }
     }
 
@@ -267,13 +292,20 @@ impl Track<'_> {
         }
     }
 
-    /// What the key's tab (on another node) declared it handles, comma-joined; `None` when it
-    /// never said (it handles every tool). In memory every tab is on this node, whose socket
-    /// knows ([`crate::sockets::DeclaredTools`]).
-    pub async fn declared(&self) -> Result<Option<String>, StoreError> {
+    /// When the admission also sent the call to the node it found the tab on (the first
+    /// [`Located::Elsewhere`]): how many received it. Asked once; `None` afterwards and in
+    /// memory.
+    pub fn take_sent(&mut self) -> Option<i64> {
         match self {
-            Track::Memory(_) => Ok(None),
-            Track::Redis(t) => Box::pin(t.cluster.declared(&t.rid)).await,
+            Track::Memory(_) => None,
+            Track::Redis(t) => t.sent.take(),
+        }
+    }
+
+    /// The node holding the tab gave the call's slot back with its outcome: not again on drop.
+    pub fn given_back(&self) {
+        if let Track::Redis(t) = self {
+            t.slot.given_back();
         }
     }
 

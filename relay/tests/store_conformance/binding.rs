@@ -12,7 +12,7 @@ use relay_wire::{KeyState, RevokeReason};
 use tokio::time::Instant;
 
 use super::tabs::Tabs;
-use super::{GRACE, MAX_INFLIGHT, SESSION, fresh_key, in_an_hour, session_of};
+use super::{GRACE, MAX_INFLIGHT, SESSION, fresh_key, in_an_hour, session_of, track};
 
 pub async fn cases(store: &impl KeyStore, tabs: &Tabs) {
     bind_then_bind_again(store, tabs).await;
@@ -163,7 +163,7 @@ async fn revoking_an_online_key_displaces_its_tab(store: &impl KeyStore, tabs: &
 async fn in_flight_slots_are_limited(store: &impl KeyStore) {
     let unknown = fresh_key();
     assert!(matches!(
-        store.track(&unknown, SESSION).await,
+        track(store, &unknown, SESSION).await,
         Err(TrackError::Unknown)
     ));
     let key = fresh_key();
@@ -174,17 +174,17 @@ async fn in_flight_slots_are_limited(store: &impl KeyStore) {
         .collect();
     let mut held = Vec::new();
     for session in &sessions[..MAX_INFLIGHT] {
-        held.push(store.track(&key, session).await.expect("a free slot"));
+        held.push(track(store, &key, session).await.expect("a free slot"));
     }
     assert!(matches!(
-        store.track(&key, &sessions[MAX_INFLIGHT]).await,
+        track(store, &key, &sessions[MAX_INFLIGHT]).await,
         Err(TrackError::TooMany)
     ));
     held.pop();
     // A slot is given back when its call ends (on Redis a moment later).
     let mut again = None;
     for _ in 0..50 {
-        if let Ok(track) = store.track(&key, SESSION).await {
+        if let Ok(track) = track(store, &key, SESSION).await {
             again = Some(track);
             break;
         }
@@ -199,7 +199,7 @@ async fn locate_finds_the_tab_or_none(store: &impl KeyStore, tabs: &Tabs) {
     let key = fresh_key();
     store.issue(&key, in_an_hour()).await.unwrap();
     {
-        let mut track = store.track(&key, SESSION).await.unwrap();
+        let mut track = track(store, &key, SESSION).await.unwrap();
         let deadline = Instant::now() + Duration::from_millis(200);
         assert!(matches!(
             track.locate(deadline).await,
@@ -209,7 +209,7 @@ async fn locate_finds_the_tab_or_none(store: &impl KeyStore, tabs: &Tabs) {
     }
     let a = tabs.socket();
     bind(store, &key, token(), &a).await.unwrap();
-    let mut track = store.track(&key, SESSION).await.unwrap();
+    let mut track = track(store, &key, SESSION).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     let Ok(Located::Here(binding)) = track.locate(deadline).await else {
         panic!("the tab of this node is found");
@@ -221,7 +221,7 @@ async fn locate_waits_for_a_bind(store: &impl KeyStore, tabs: &Tabs) {
     let key = fresh_key();
     let a = tabs.socket();
     store.issue(&key, in_an_hour()).await.unwrap();
-    let mut track = store.track(&key, SESSION).await.unwrap();
+    let mut track = track(store, &key, SESSION).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     let (found, _) = tokio::join!(
         async {
@@ -257,7 +257,7 @@ async fn locate_waits_for_a_bind(store: &impl KeyStore, tabs: &Tabs) {
 async fn a_revoke_ends_a_wait(store: &impl KeyStore) {
     let key = fresh_key();
     store.issue(&key, in_an_hour()).await.unwrap();
-    let mut track = store.track(&key, SESSION).await.unwrap();
+    let mut track = track(store, &key, SESSION).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     let (found, _) = tokio::join!(track.locate(deadline), async {
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -8,9 +8,8 @@ use relay::store::{KeyStore, RedisStore};
 use relay::tokens::unix_now_ms;
 use relay_wire::RevokeReason;
 
-use super::{
-    BOUND, TOKENS_PER_MIN, connect, fresh_key, in_an_hour, local_keys, outcome, start_redis,
-};
+use super::idempotency::outcome;
+use super::{BOUND, TOKENS_PER_MIN, connect, fresh_key, in_an_hour, local_keys, start_redis};
 
 /// An outcome recorded after its claim was lost (a primary that died before its replica had
 /// it) is written with its fingerprint and an expiry: a retry replays it, other content under

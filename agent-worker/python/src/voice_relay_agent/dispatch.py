@@ -13,12 +13,11 @@ worker revokes the key). An agent holds no other credential of the relay's.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .keys import fingerprint, is_api_key, key_of_participant
+from .keys import fingerprint, is_api_key, key_of_participant, wait_for_participant
 
 if TYPE_CHECKING:
     from livekit import rtc
@@ -79,36 +78,14 @@ async def wait_for_user(room: rtc.Room, grant: DispatchGrant) -> rtc.RemoteParti
 
     Raises ``RuntimeError`` if the room disconnects first; callers bound the wait themselves.
     """
-    loop = asyncio.get_running_loop()
-    found: asyncio.Future[rtc.RemoteParticipant] = loop.create_future()
 
-    def consider(participant: rtc.Participant) -> None:
+    def pick(participant: rtc.Participant) -> rtc.RemoteParticipant | None:
         from livekit import rtc
 
-        if found.done() or not isinstance(participant, rtc.RemoteParticipant):
-            return
+        if not isinstance(participant, rtc.RemoteParticipant):
+            return None
         if participant.identity != grant.identity:
-            return
-        if key_of_participant(participant) == grant.api_key:
-            found.set_result(participant)
+            return None
+        return participant if key_of_participant(participant) == grant.api_key else None
 
-    def on_metadata(participant: rtc.Participant, _old: str, _new: str) -> None:
-        consider(participant)
-
-    def on_state(state: int) -> None:
-        from livekit import rtc
-
-        if state == rtc.ConnectionState.CONN_DISCONNECTED and not found.done():
-            found.set_exception(RuntimeError("the room disconnected before the user joined"))
-
-    room.on("participant_connected", consider)
-    room.on("participant_metadata_changed", on_metadata)
-    room.on("connection_state_changed", on_state)
-    try:
-        for participant in list(room.remote_participants.values()):
-            consider(participant)
-        return await found
-    finally:
-        room.off("participant_connected", consider)
-        room.off("participant_metadata_changed", on_metadata)
-        room.off("connection_state_changed", on_state)
+    return await wait_for_participant(room, pick, "the user joined")

@@ -11,13 +11,15 @@ import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     # The participant helpers need the ``livekit`` package (the ``livekit`` extra); the key
     # checks and fingerprints above them do not, so the client imports this module without it.
     from livekit import rtc
+
+T = TypeVar("T")
 
 _KEY_RE = re.compile(r"va_[0-9a-f]{64}")
 
@@ -77,13 +79,29 @@ async def wait_for_keyed_participant(room: rtc.Room) -> tuple[rtc.RemoteParticip
     arrives later through a metadata update counts too. Raises ``RuntimeError`` if the room
     disconnects first; callers bound the wait with their own timeout if they need one.
     """
+    return await wait_for_participant(
+        room, lambda participant: first_keyed([participant]), "a user with a key joined"
+    )
+
+
+async def wait_for_participant(
+    room: rtc.Room, pick: Callable[[rtc.Participant], T | None], awaited: str
+) -> T:
+    """Waits until ``pick`` accepts a participant of ``room`` (one already there, one that
+    joins, or one whose metadata changes) and returns what it gave.
+
+    Raises ``RuntimeError`` naming ``awaited`` if the room disconnects first; callers bound
+    the wait themselves.
+    """
+    from livekit import rtc
+
     loop = asyncio.get_running_loop()
-    found: asyncio.Future[tuple[rtc.RemoteParticipant, str]] = loop.create_future()
+    found: asyncio.Future[T] = loop.create_future()
 
     def consider(participant: rtc.Participant) -> None:
         if found.done():
             return
-        hit = first_keyed([participant])
+        hit = pick(participant)
         if hit is not None:
             found.set_result(hit)
 
@@ -92,9 +110,7 @@ async def wait_for_keyed_participant(room: rtc.Room) -> tuple[rtc.RemoteParticip
 
     def on_state(state: int) -> None:
         if state == rtc.ConnectionState.CONN_DISCONNECTED and not found.done():
-            found.set_exception(
-                RuntimeError("the room disconnected before a user with a key joined")
-            )
+            found.set_exception(RuntimeError(f"the room disconnected before {awaited}"))
 
     room.on("participant_connected", consider)
     room.on("participant_metadata_changed", on_metadata)

@@ -75,6 +75,26 @@ pub enum Acquired {
     Ended,
 }
 
+/// What a call's admission takes ([`super::Cluster::acquire`]).
+pub struct Admit<'a> {
+    pub session: &'a SessionCall,
+    pub call_id: &'a str,
+    /// How long the call may run at most: its slot is not held past it.
+    pub life: std::time::Duration,
+    /// Makes the message that sends the call to another node, asked for when this node guesses
+    /// the tab is there (the socket's id goes before it: see [`super::forms::ACQUIRE`]).
+    pub offer: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
+}
+
+/// An admitted call: its slot, where the tab is, and, when the admission also sent the call to
+/// the node holding the tab, how many subscribers received it (on a cluster, a count of one
+/// server's only).
+pub struct Admitted {
+    pub slot: super::Slot,
+    pub place: Place,
+    pub sent: Option<i64>,
+}
+
 /// The session a call belongs to, with its limits: counted under the key's hash tag.
 pub struct SessionCall {
     /// The session's tag among its key's sessions ([`crate::store::sessions::session_tag`]).

@@ -58,8 +58,8 @@ pub enum Lane {
     /// Tabs arriving and leaving: token minting and its rate window, the handshake's revocation
     /// check, binds, releases, declarations.
     Tabs,
-    /// What calls and the agent API read and write: lookups, in-flight slots with the agents'
-    /// rate windows, idempotency records, key status, modes, revocations.
+    /// What calls and the agent API read and write: lookups, admissions (in-flight slots with
+    /// the sessions' rate windows), idempotency records, key status, modes, revocations.
     Calls,
 }
 

@@ -4,12 +4,18 @@
 //!
 //! In a source, a line ending in `--one` belongs to the one-server form only (the steps that
 //! span slots: the nodes' key sets, the heartbeat check; on a cluster they are separate commands
-//! around the script), a line ending in `--cluster` to the cluster
-//! form only, and `$EVENTS` names the key events channel: a key on one server, an argument on a
-//! cluster (a channel is not a key there). The arguments both forms share come first, in the
-//! same order, so one source reads the same `ARGV[i]` in both.
+//! around the script) and a line ending in `--cluster` to the cluster form only. Both forms take
+//! the same first keys (the key's record, then its watch: the calls in flight and the nodes
+//! waiting for its changes, [`super::watch`]) and the same first arguments, in the same order, so
+//! one source reads the same `KEYS[i]` and `ARGV[i]` in both; the one-server form's own follow.
+//!
+//! A change of the key is published with [`tell_lua`]'s `tell` to the nodes in its watch only,
+//! each on its own channel (`va:n:<node>`): a node hears a key's events while it has a call
+//! waiting for the key, and never otherwise.
 
 use redis::Script;
+
+use super::{NODE_PREFIX, WATCH_PREFIX};
 
 /// One step of a fixed window, for a session's call rate in [`ACQUIRE`] (and the token rate of
 /// a client address).
@@ -21,8 +27,39 @@ local function spend(k, limit, window)
 end
 ";
 
-/// The text of one form of `source`, with `events` for `$EVENTS`.
-pub(super) fn text(source: &str, cluster: bool, events: &str) -> String {
+/// Lua shared by every script that changes a key: `tell(k, w)` publishes the key's name `k` to
+/// each node in the key's watch `w` (see [`super::watch`]: the node of each call in flight,
+/// `c:<call id>` → `<node> <until ms>`, and each node waiting for the key's status,
+/// `i:<node>`), once per node, on the node's own channel. A channel is not a key, so on a
+/// cluster this is a classic publish, which the cluster forwards to the server the node
+/// subscribed on; only that node receives it.
+pub(super) fn tell_lua() -> String {
+    format!(
+        r"
+local function tell(k, w)
+  local all = redis.call('HGETALL', w)
+  local told = {{}}
+  for i = 1, #all, 2 do
+    local f = all[i]
+    local node = nil
+    if string.sub(f, 1, 2) == 'c:' then node = string.match(all[i + 1], '^(%S+)')
+    elseif string.sub(f, 1, 2) == 'i:' then node = string.sub(f, 3) end
+    if node and not told[node] then
+      told[node] = true
+      redis.call('PUBLISH', '{NODE_PREFIX}' .. node, k)
+    end
+  end
+end
+local function watch_of(k)
+  return '{WATCH_PREFIX}' .. string.sub(k, {skip})
+end
+",
+        skip = super::KEY_PREFIX.len() + 1
+    )
+}
+
+/// The text of one form of `source`.
+pub(super) fn text(source: &str, cluster: bool) -> String {
     let (mine, other) = if cluster {
         ("--cluster", "--one")
     } else {
@@ -37,16 +74,16 @@ pub(super) fn text(source: &str, cluster: bool, events: &str) -> String {
         out.push_str(trimmed.strip_suffix(mine).unwrap_or(trimmed).trim_end());
         out.push('\n');
     }
-    out.replace("$EVENTS", events)
+    out.replace("$NODE", NODE_PREFIX)
 }
 
-/// One form of `source` (after `prelude`, the Lua functions it calls) as a script.
-pub(super) fn script(prelude: &str, source: &str, cluster: bool, events: &str) -> Script {
-    Script::new(&format!("{prelude}{}", text(source, cluster, events)))
+/// One form of `source` (after `prelude`, the Lua functions it calls, and `tell`) as a script.
+pub(super) fn script(prelude: &str, source: &str, cluster: bool) -> Script {
+    Script::new(&format!("{}{prelude}{}", tell_lua(), text(source, cluster)))
 }
 
 /// Where a key's tab is. One server: KEYS key, nodes; ARGV suspect ms (the node's heartbeat is
-/// checked here). Cluster: KEYS key (the heartbeat is read after).
+/// checked here). Cluster: KEYS key (the heartbeat is checked after).
 pub(super) const LOOKUP: &str = r"
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
 if not h[1] or h[1] == 'revoked' then return {'unknown'} end
@@ -55,9 +92,8 @@ if p then return {'online', p[1], p[2]} end --one
 if h[1] == 'online' then return {'online', h[2], h[3]} end --cluster
 return {'waiting'}";
 
-/// KEYS: key, then on one server this node's key set and the events channel. ARGV: now, node,
-/// sid, proof (t|b), token exp ms, online extra ms, then the node-keys prefix (one server) or
-/// the events channel (cluster).
+/// KEYS: key, watch, then on one server this node's key set. ARGV: now, node, sid, proof (t|b),
+/// token exp ms, online extra ms, then on one server the node-keys prefix.
 pub(super) const BIND: &str = r"
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'eb', 'exp')
 local st = h[1]
@@ -74,8 +110,8 @@ redis.call('HSET', KEYS[1], 'st', 'online', 'node', ARGV[2], 'sid', ARGV[3], 'si
 local left = exp - now
 if left < 0 then left = 0 end
 redis.call('PEXPIRE', KEYS[1], left + tonumber(ARGV[6]))
-redis.call('SADD', KEYS[2], KEYS[1]) --one
-redis.call('PUBLISH', $EVENTS, KEYS[1])
+redis.call('SADD', KEYS[3], KEYS[1]) --one
+tell(KEYS[1], KEYS[2])
 local mode = redis.call('HGET', KEYS[1], 'md') or ''
 if st == 'online' then
   if h[2] ~= ARGV[2] then redis.call('SREM', ARGV[7] .. h[2], KEYS[1]) end --one
@@ -83,17 +119,16 @@ if st == 'online' then
 end
 return {'bound', tostring(exp), '', '', mode}";
 
-/// Needs `go_offline`. KEYS: key, then on one server this node's key set and the events
-/// channel. ARGV: now, node, sid, grace ms, then on a cluster the events channel.
+/// Needs `go_offline`. KEYS: key, watch, then on one server this node's key set. ARGV: now,
+/// node, sid, grace ms.
 pub(super) const RELEASE: &str = r"
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'exp')
 if h[1] ~= 'online' or h[2] ~= ARGV[2] or h[3] ~= ARGV[3] then return 0 end
-redis.call('SREM', KEYS[2], KEYS[1]) --one
-go_offline(KEYS[1], ARGV[1], ARGV[4], h[4], $EVENTS)
+redis.call('SREM', KEYS[3], KEYS[1]) --one
+go_offline(KEYS[1], KEYS[2], ARGV[1], ARGV[4], h[4])
 return 1";
 
-/// KEYS: key, then on one server the events channel. ARGV: now, then the node-keys prefix
-/// (one server) or the events channel (cluster).
+/// KEYS: key, watch. ARGV: now, then on one server the node-keys prefix.
 pub(super) const REVOKE: &str = r"
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'exp')
 if not h[1] or h[1] == 'revoked' then return {'unknown'} end
@@ -102,7 +137,7 @@ redis.call('HDEL', KEYS[1], 'node', 'sid')
 local ttl = tonumber(h[3]) - tonumber(ARGV[1])
 if ttl < 1 then ttl = 1 end
 redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('PUBLISH', $EVENTS, KEYS[1])
+tell(KEYS[1], KEYS[2])
 if h[1] == 'online' then
   redis.call('SREM', ARGV[2] .. h[2], KEYS[1]) --one
   return {'revoked', h[2]}
@@ -113,25 +148,23 @@ return {'revoked'}";
 /// node's tab, which replaced this one; online with any other socket bound before (another
 /// node's, or one this node no longer holds: it holds one socket a key) is what a failover left
 /// when it lost the bind of this binding and the release before it, and the binding is restored.
-/// A restored binding is online since it was bound. KEYS: key, then on one server this node's
-/// key set and the events channel. ARGV: now, node, sid, exp ms, ttl ms, bound ms (this node's
-/// clock), then on a cluster the events channel.
+/// A restored binding is online since it was bound. KEYS: key, watch, then on one server this
+/// node's key set. ARGV: now, node, sid, exp ms, ttl ms, bound ms (this node's clock).
 pub(super) const REASSERT: &str = r"
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'since')
 if h[1] == 'revoked' then return 'revoked' end
 if h[1] == 'online' and h[2] ~= ARGV[2] and tonumber(h[4] or '0') >= tonumber(ARGV[6]) then
   return 'elsewhere'
 end
-redis.call('SADD', KEYS[2], KEYS[1]) --one
+redis.call('SADD', KEYS[3], KEYS[1]) --one
 if h[1] == 'online' and h[3] == ARGV[3] then return 'kept' end
 redis.call('HSET', KEYS[1], 'st', 'online', 'node', ARGV[2], 'sid', ARGV[3], 'since', ARGV[6], 'eb', '1', 'exp', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-redis.call('PUBLISH', $EVENTS, KEYS[1])
+tell(KEYS[1], KEYS[2])
 return 'restored'";
 
 /// What a tab declared: only from the socket that holds the key; an equal declaration changes
-/// nothing. KEYS: key, then on one server the events channel. ARGV: node, sid, handles
-/// (joined), page tools ('' for none), then on a cluster the events channel.
+/// nothing. KEYS: key, watch. ARGV: node, sid, handles (joined), page tools ('' for none).
 pub(super) const DECLARE: &str = r"
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'hd', 'pt', 'rv')
 if h[1] ~= 'online' or h[2] ~= ARGV[1] or h[3] ~= ARGV[2] then return {'not_bound'} end
@@ -139,37 +172,65 @@ if h[4] == ARGV[3] and (h[5] or '') == ARGV[4] then return {'same', h[6] or '0'}
 redis.call('HSET', KEYS[1], 'hd', ARGV[3])
 if ARGV[4] == '' then redis.call('HDEL', KEYS[1], 'pt') else redis.call('HSET', KEYS[1], 'pt', ARGV[4]) end
 local rv = redis.call('HINCRBY', KEYS[1], 'rv', 1)
-redis.call('PUBLISH', $EVENTS, KEYS[1])
+tell(KEYS[1], KEYS[2])
 return {'ok', tostring(rv)}";
 
-/// A call's in-flight slots (the key's and its session's) and its session's call rate, unless
-/// the session was ended; and where the tab is. Every key but the nodes' is under the key's
-/// hash tag, so on a cluster it is one script too. KEYS: key, key counter, session counter,
-/// session rate window, session's end marker, then on one server the nodes. ARGV: max in
-/// flight, counter ttl ms, session max in flight, session rate limit, window ms, then on one
-/// server suspect ms.
+/// A call's admission, unless its session was ended: its session's call rate, its in-flight
+/// slot (counted against the key's limit and its session's), this node's place in the key's
+/// watch (so it hears the key's changes while the call runs), where the tab is, and, when the
+/// caller guessed the node holding the tab right, the call itself sent there (`c<sid>` and the
+/// message, on that node's channel), so a call to another node takes no round trip of its own to
+/// leave. Every key but the nodes' is under the key's hash tag, so on a cluster it is one script
+/// too.
+///
+/// A slot is the field `c:<call id>` of the watch, `<node> <until ms> <session tag>` (Redis's
+/// clock): the key's calls in flight are its slots, a session's those with its tag. A slot past
+/// its `until` (its call's deadline, and a margin) belonged to a node that died with its call,
+/// and is dropped, so a lost node's calls never hold a key's or a session's slots for longer than
+/// they could run.
+///
+/// An admission carrying a call runs only until `send by` (Redis's clock: the caller's bound on
+/// the round trip): one that reaches Redis later (held up in a partition, say) changes nothing
+/// and sends nothing, as its caller answered the agent `unavailable` already.
+///
+/// KEYS: key, watch, session rate window, session's end marker, then on one server the nodes.
+/// ARGV: max in flight, watch ttl ms, node, call id, the call's life ms, the guessed node ('' for
+/// none), the message ('' for none), send by (Redis ms), session tag, session max in flight,
+/// session rate limit, window ms, then on one server suspect ms. Answers (`now` being Redis's
+/// clock) `{'ok', now}` (no tab now), `{'ok', now, node, sid}`, `{'sent', now, node, sid,
+/// receivers}`, `{'ended', now}`, `{'unknown', now}`, `{'rate', now}`, `{'busy', now}`,
+/// `{'session_busy', now}` or `{'late'}`.
 pub(super) const ACQUIRE: &str = r"
-if redis.call('EXISTS', KEYS[5]) == 1 then return {'ended'} end
+local now = clock_ms()
+if ARGV[7] ~= '' and now > tonumber(ARGV[8]) then return {'late'} end
+local at = tostring(now)
+if redis.call('EXISTS', KEYS[4]) == 1 then return {'ended', at} end
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid')
-if not h[1] or h[1] == 'revoked' then return {'unknown'} end
-if not spend(KEYS[4], ARGV[4], ARGV[5]) then return {'rate'} end
-local n = redis.call('INCR', KEYS[2])
+if not h[1] or h[1] == 'revoked' then return {'unknown', at} end
+if not spend(KEYS[3], ARGV[11], ARGV[12]) then return {'rate', at} end
+local all = redis.call('HGETALL', KEYS[2])
+local n, m = 0, 0
+for i = 1, #all, 2 do
+  if string.sub(all[i], 1, 2) == 'c:' then
+    local until_ms, tag = string.match(all[i + 1], '^%S+ (%d+) ?(%S*)$')
+    if tonumber(until_ms or '0') < now then redis.call('HDEL', KEYS[2], all[i]) else
+      n = n + 1
+      if tag == ARGV[9] then m = m + 1 end
+    end
+  end
+end
+if n >= tonumber(ARGV[1]) then return {'busy', at} end
+if m >= tonumber(ARGV[10]) then return {'session_busy', at} end
+redis.call('HSET', KEYS[2], 'c:' .. ARGV[4], ARGV[3] .. ' ' .. tostring(now + tonumber(ARGV[5])) .. ' ' .. ARGV[9])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
-if n > tonumber(ARGV[1]) then
-  redis.call('DECR', KEYS[2])
-  return {'busy'}
+local p = place(h, KEYS[5], ARGV[13]) --one
+local p = (h[1] == 'online') and {h[2], h[3]} or nil --cluster
+if not p then return {'ok', at} end
+if ARGV[7] ~= '' and p[1] == ARGV[6] and p[1] ~= ARGV[3] then
+  local got = redis.call('PUBLISH', '$NODE' .. p[1], 'c' .. p[2] .. '\n' .. ARGV[7])
+  return {'sent', at, p[1], p[2], tostring(got)}
 end
-local m = redis.call('INCR', KEYS[3])
-redis.call('PEXPIRE', KEYS[3], ARGV[2])
-if m > tonumber(ARGV[3]) then
-  redis.call('DECR', KEYS[2])
-  redis.call('DECR', KEYS[3])
-  return {'session_busy'}
-end
-local p = place(h, KEYS[6], ARGV[6]) --one
-if p then return {'ok', p[1], p[2]} end --one
-if h[1] == 'online' then return {'ok', h[2], h[3]} end --cluster
-return {'ok'}";
+return {'ok', at, p[1], p[2]}";
 
 #[cfg(test)]
 mod tests {
@@ -177,30 +238,37 @@ mod tests {
 
     #[test]
     fn each_form_keeps_its_own_lines() {
-        let source = "a()\nb() --one\nc() --cluster\nd($EVENTS)";
-        assert_eq!(text(source, false, "KEYS[3]"), "a()\nb()\nd(KEYS[3])\n");
-        assert_eq!(text(source, true, "ARGV[7]"), "a()\nc()\nd(ARGV[7])\n");
+        let source = "a()\nb() --one\nc() --cluster\nd()";
+        assert_eq!(text(source, false), "a()\nb()\nd()\n");
+        assert_eq!(text(source, true), "a()\nc()\nd()\n");
     }
 
     #[test]
     fn no_marker_or_placeholder_is_left() {
         for source in [LOOKUP, BIND, RELEASE, REVOKE, REASSERT, DECLARE, ACQUIRE] {
             for cluster in [false, true] {
-                let form = text(source, cluster, "X");
+                let form = text(source, cluster);
                 assert!(
                     !form.contains("--one") && !form.contains("--cluster"),
                     "{form}"
                 );
-                assert!(!form.contains("$EVENTS"), "{form}");
+                // Changes are told with tell(); the admission publishes the call it sends.
+                if source != ACQUIRE {
+                    assert!(!form.contains("PUBLISH"), "{form}");
+                }
             }
         }
         // The cross-slot steps are the one-server form's only.
-        let cluster = text(BIND, true, "ARGV[7]");
+        let cluster = text(BIND, true);
         assert!(
             !cluster.contains("SADD") && !cluster.contains("SREM"),
             "{cluster}"
         );
-        assert!(!text(ACQUIRE, true, "").contains("place("));
-        assert!(!text(LOOKUP, true, "").contains("place("));
+        assert!(!text(ACQUIRE, true).contains("place("));
+        assert!(
+            !text(ACQUIRE, false).contains("$NODE"),
+            "every placeholder filled"
+        );
+        assert!(!text(LOOKUP, true).contains("place("));
     }
 }

@@ -1,16 +1,14 @@
-//! A key's state in Redis: issuing, binding, releasing, revoking, reading it, a call's
-//! in-flight slot with the agent's shared rate, and `Idempotency-Key` claims. Each change is
-//! one script (see [`super::scripts`]) that publishes the key on [`EVENTS`].
+//! A key's state in Redis: issuing, binding, releasing, revoking, reading it, and
+//! `Idempotency-Key` claims (a call's admission is in [`super::admit`]). Each change is
+//! one script (see [`super::scripts`]) that tells the nodes in the key's watch.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
 
 use super::{
-    Acquired, Bound, Cluster, Declared, EVENTS, IdemClaim, Lane, NODE_KEYS_PREFIX, NODE_SUSPECT,
-    NODES, ONLINE_EXTRA, Place, Revoked, SESSION_WINDOW, SessionCall, SessionNames, Slot,
-    StoreError, StoredStatus, ms, rate_window,
+    Bound, Cluster, Declared, IdemClaim, Lane, NODE_KEYS_PREFIX, NODE_SUSPECT, NODES, ONLINE_EXTRA,
+    Place, Revoked, StoreError, StoredStatus, ms, rate_window,
 };
 use crate::store::keys::TabInfo;
 use crate::store::lifecycle::BindError;
@@ -51,8 +49,8 @@ impl Cluster {
         };
         let reply: Vec<String> = if self.sharded {
             let mut inv = self.sharded_scripts.bind.key(self.key_name(rid));
+            inv.key(self.watch_name(rid));
             bind_args(&mut inv);
-            inv.arg(EVENTS);
             let reply: Vec<String> = self
                 .op(inv.invoke_async(&mut self.conn_for(Lane::Tabs)))
                 .await?;
@@ -63,7 +61,8 @@ impl Cluster {
             reply
         } else {
             let mut inv = self.scripts.bind.key(self.key_name(rid));
-            inv.key(self.node_keys(&self.node)).key(EVENTS);
+            inv.key(self.watch_name(rid))
+                .key(self.node_keys(&self.node));
             bind_args(&mut inv);
             inv.arg(NODE_KEYS_PREFIX);
             self.op(inv.invoke_async(&mut self.conn_for(Lane::Tabs)))
@@ -95,7 +94,8 @@ impl Cluster {
             return self.sharded_release(rid, sid).await;
         }
         let mut inv = self.scripts.release.key(self.key_name(rid));
-        inv.key(self.node_keys(&self.node)).key(EVENTS);
+        inv.key(self.watch_name(rid))
+            .key(self.node_keys(&self.node));
         inv.arg(unix_now_ms())
             .arg(&self.node)
             .arg(sid)
@@ -108,7 +108,7 @@ impl Cluster {
     pub async fn revoke(&self, rid: &str) -> Result<Revoked, StoreError> {
         let reply: Vec<String> = if self.sharded {
             let mut inv = self.sharded_scripts.revoke.key(self.key_name(rid));
-            inv.arg(unix_now_ms()).arg(EVENTS);
+            inv.key(self.watch_name(rid)).arg(unix_now_ms());
             let reply: Vec<String> = self
                 .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
                 .await?;
@@ -120,7 +120,7 @@ impl Cluster {
             reply
         } else {
             let mut inv = self.scripts.revoke.key(self.key_name(rid));
-            inv.key(EVENTS);
+            inv.key(self.watch_name(rid));
             inv.arg(unix_now_ms()).arg(NODE_KEYS_PREFIX);
             self.op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
                 .await?
@@ -141,15 +141,6 @@ impl Cluster {
                 .query_async(&mut self.conn_for(Lane::Tabs)))
             .await?;
         Ok(st.as_deref() == Some("revoked"))
-    }
-
-    /// The tools the key's tab declared it handles (comma-joined), when it declared.
-    pub async fn declared(&self, rid: &str) -> Result<Option<String>, StoreError> {
-        self.op(redis::cmd("HGET")
-            .arg(self.key_name(rid))
-            .arg("hd")
-            .query_async(&mut self.conn_for(Lane::Calls)))
-            .await
     }
 
     pub async fn status(&self, rid: &str) -> Result<Option<StoredStatus>, StoreError> {
@@ -211,16 +202,11 @@ impl Cluster {
             &self.scripts.declare
         };
         let mut inv = script.key(self.key_name(rid));
-        if !self.sharded {
-            inv.key(EVENTS);
-        }
+        inv.key(self.watch_name(rid));
         inv.arg(&self.node)
             .arg(sid)
             .arg(declared.joined())
             .arg(declared.page_tools().unwrap_or(""));
-        if self.sharded {
-            inv.arg(EVENTS);
-        }
         let reply: Vec<String> = self
             .op(inv.invoke_async(&mut self.conn_for(Lane::Tabs)))
             .await?;
@@ -248,6 +234,12 @@ impl Cluster {
     }
 
     pub async fn lookup(&self, rid: &str) -> Result<Place, StoreError> {
+        let place = self.lookup_now(rid).await?;
+        self.set_hint(rid, &place);
+        Ok(place)
+    }
+
+    async fn lookup_now(&self, rid: &str) -> Result<Place, StoreError> {
         if self.sharded {
             return self.sharded_lookup(rid).await;
         }
@@ -267,111 +259,8 @@ impl Cluster {
         )
     }
 
-    /// Takes one of the key's in-flight slots and one of its session's, with one call of the
-    /// session's rate (all counted across nodes, refused once the session was ended), and tells
-    /// where the key's tab is: one round trip for all of it.
-    pub async fn acquire(
-        self: &Arc<Self>,
-        rid: &str,
-        session: &SessionCall,
-    ) -> Result<(Acquired, Option<(Slot, Place)>), StoreError> {
-        let names = self.session_names(rid, session.tag);
-        let mut inv = self.acquire_invocation(rid, &names, session);
-        if self.sharded {
-            let reply: Vec<String> = self
-                .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
-                .await?;
-            return self.sharded_acquired(reply, names).await;
-        }
-        inv.key(NODES);
-        inv.arg(ms(NODE_SUSPECT));
-        let reply: Vec<String> = self
-            .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
-            .await?;
-        let mut words = reply.into_iter();
-        let outcome = Acquired::from_word(words.next().as_deref());
-        if !matches!(outcome, Acquired::Ok) {
-            return Ok((outcome, None));
-        }
-        let place = match (words.next(), words.next()) {
-            (Some(node), Some(sid)) => Place::Online { node, sid },
-            _ => Place::Waiting,
-        };
-        Ok((Acquired::Ok, Some((self.slot(names), place))))
-    }
-
-    /// The admission script with the arguments both forms share.
-    fn acquire_invocation<'s>(
-        &'s self,
-        rid: &str,
-        names: &SessionNames,
-        session: &SessionCall,
-    ) -> redis::ScriptInvocation<'s> {
-        let script = if self.sharded {
-            &self.sharded_scripts.acquire
-        } else {
-            &self.scripts.acquire
-        };
-        let (window, window_ms) = rate_window(&names.window, SESSION_WINDOW);
-        let mut inv = script.key(self.key_name(rid));
-        inv.key(&names.key_counter)
-            .key(&names.counter)
-            .key(window)
-            .key(&names.ended);
-        inv.arg(self.settings.max_inflight)
-            .arg(ms(self.settings.inflight_ttl))
-            .arg(session.max_inflight)
-            .arg(session.rate_per_sec)
-            .arg(window_ms);
-        inv
-    }
-
-    /// The names of a key's and a session's records for a call (under the key's hash tag).
-    pub(super) fn session_names(&self, rid: &str, tag: u64) -> SessionNames {
-        SessionNames {
-            key_counter: self.tagged("va:if:", rid),
-            counter: format!("{}:{tag:x}", self.tagged("va:si:", rid)),
-            window: format!("{}:{tag:x}", self.tagged("s:", rid)),
-            ended: format!("{}:{tag:x}", self.tagged("va:se:", rid)),
-        }
-    }
-
-    /// A slot that gives back the key's and the session's counts when dropped.
-    pub(super) fn slot(self: &Arc<Self>, names: SessionNames) -> Slot {
-        Slot {
-            cluster: self.clone(),
-            counters: [names.key_counter, names.counter],
-        }
-    }
-
-    /// Ends a session of the key whose digest is `rid`: no call of it is admitted until
-    /// `exp_unix` (its token's expiry), after which it could not be presented anyway.
-    pub async fn end_session(&self, rid: &str, tag: u64, exp_unix: u64) -> Result<(), StoreError> {
-        let ttl_ms = exp_unix
-            .saturating_mul(1000)
-            .saturating_sub(unix_now_ms())
-            .max(1000);
-        let ended = self.session_names(rid, tag).ended;
-        self.op(redis::cmd("SET")
-            .arg(ended)
-            .arg(1)
-            .arg("PX")
-            .arg(ttl_ms)
-            .query_async::<()>(&mut self.conn_for(Lane::Calls)))
-            .await
-    }
-
-    /// Whether a session of the key whose digest is `rid` was ended.
-    pub async fn session_ended(&self, rid: &str, tag: u64) -> Result<bool, StoreError> {
-        let ended = self.session_names(rid, tag).ended;
-        self.op(redis::cmd("EXISTS")
-            .arg(ended)
-            .query_async::<bool>(&mut self.conn_for(Lane::Calls)))
-            .await
-    }
-
     /// One step of a fixed-window limit shared by every node: false when `limit` is spent. For
-    /// token minting, so on the tabs' lane (the agents' call rate is taken in [`Self::acquire`]).
+    /// token minting, so on the tabs' lane (a session's call rate is taken in [`Self::acquire`]).
     pub async fn rate(
         &self,
         bucket: &str,

@@ -3,9 +3,15 @@
 //! What every node must agree on lives in Redis: each key's state (issued, online on which node
 //! and socket, offline, revoked) with a TTL matching the in-memory lifecycle, in-flight counts,
 //! idempotency outcomes and the rate-limit windows. Every state change is one Lua script, so two
-//! nodes never interleave halfway through a transition, and each script publishes the key on
-//! [`EVENTS`] so the nodes' waiting calls re-read it at once (they also re-read every second, so
-//! a lost message costs at most that).
+//! nodes never interleave halfway through a transition, and each script tells the key's change
+//! to the nodes waiting for it: the key's watch (`va:w:<rid>`, [`watch`]) holds its calls in
+//! flight, each with its node, and the nodes waiting for its status; a change is published on
+//! the channel of each node in it (`va:n:<node>`, [`NODE_PREFIX`]), which only that node
+//! subscribes. A call's slot is taken by the script that admits it and given back by the one
+//! that ends it, so a node hears a key's events only while it waits for the key (its waiting
+//! calls also re-read the key every second, so a lost message costs at most that). The same
+//! channel carries the calls other nodes send this node for its tabs and the outcomes of the
+//! calls it sent ([`Cluster::take_messages`]).
 //!
 //! Emits and acknowledgements for a tab on another node go through the Socket.IO Redis adapter
 //! to the room named after the key; a tab on this node is reached directly.
@@ -27,10 +33,10 @@
 //! this busy node for lost. On its own lane each waits only for Redis itself.
 //!
 //! On a Redis Cluster (`redis+cluster://`) every record of a key carries the key's digest as its
-//! hash tag (`va:k:{<rid>}`, `va:if:{<rid>}`, …), so each key's script runs in one slot; the
+//! hash tag (`va:k:{<rid>}`, `va:w:{<rid>}`, …), so each key's script runs in one slot; the
 //! steps that span slots (the heartbeat hash, the nodes' key sets, the agents' rate windows) are
 //! separate commands around the key's script ([`sharded`]), and the key events are published on
-//! a classic channel named in the script's arguments (a channel is not a key).
+//! the watching nodes' classic channels (a channel is not a key).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,16 +45,21 @@ use std::time::Duration;
 use dashmap::DashMap;
 
 pub use answers::{
-    Acquired, Bound, Declared, IdemClaim, Place, Revoked, SessionCall, StoredStatus,
+    Acquired, Admit, Admitted, Bound, Declared, IdemClaim, Place, Revoked, SessionCall,
+    StoredStatus,
 };
+use channel::{MESSAGES, Messages};
 use conn::{Conn, Lane, Lanes, Metered, cluster_config, manager_config, single_lanes};
 
 use crate::pubsub::PubSub;
 use crate::tokens::unix_now_ms;
 
-/// The channel every key change is published on (the payload is the key's Redis name).
-pub const EVENTS: &str = "va:events";
+/// A node's channel is this and the node's name: the key events it waits for (the payload is
+/// the key's Redis name), and calls between nodes ([`Cluster::take_messages`]).
+pub const NODE_PREFIX: &str = "va:n:";
 const KEY_PREFIX: &str = "va:k:";
+/// A key's watch: its calls in flight (field `n`) and the nodes waiting for its changes.
+const WATCH_PREFIX: &str = "va:w:";
 const NODE_KEYS_PREFIX: &str = "va:nk:";
 const NODES: &str = "va:nodes";
 /// Socket.IO adapter channel prefix.
@@ -88,11 +99,10 @@ fn rate_window(bucket: &str, window: Duration) -> (String, u64) {
 /// How long a session's call-rate window lasts.
 const SESSION_WINDOW: Duration = Duration::from_secs(1);
 
-/// The Redis names of a call's counts: the key's slots, its session's slots, rate window (a
-/// bucket for [`rate_window`]) and end marker. All carry the key's hash tag on a cluster.
+/// The Redis names of a session's records beside its key's: its call-rate window (a bucket for
+/// [`rate_window`]) and its end marker. Both carry the key's hash tag on a cluster. (Its calls in
+/// flight are its slots in the key's watch.)
 pub(super) struct SessionNames {
-    key_counter: String,
-    counter: String,
     window: String,
     ended: String,
 }
@@ -100,10 +110,13 @@ pub(super) struct SessionNames {
 /// An online key whose node has not heartbeaten for this long is treated as offline by calls.
 pub const NODE_SUSPECT: Duration = Duration::from_millis(2500);
 
+mod admit;
 mod answers;
+mod channel;
 mod conn;
 mod follow;
 mod forms;
+mod hints;
 mod keys;
 mod link;
 mod nodes;
@@ -117,7 +130,7 @@ pub(crate) use link::explain;
 use link::{Link, redis_version, server_info, version_of};
 
 use scripts::Scripts;
-pub use watch::{KeyEvents, Slot, Watch};
+pub use watch::{Interest, KeyEvents, Slot, Watch};
 
 /// Lifecycle settings shared by every node (they should be configured alike).
 pub struct Settings {
@@ -151,6 +164,14 @@ pub struct Cluster {
     /// Whether the subscribing connection answered its last ping.
     listening: AtomicBool,
     waiters: DashMap<String, Arc<KeyEvents>>,
+    /// Key events this node heard (on its own channel).
+    events_heard: prometheus_client::metrics::counter::Counter,
+    /// The other messages on this node's channel, until taken ([`Cluster::take_messages`]).
+    messages: std::sync::Mutex<Messages>,
+    /// The node each key's tab was on at this node's last look (a guess: see [`hints`]).
+    hints: hints::Hints,
+    /// Redis's clock less this node's, in ms, as last seen (`i64::MIN`: not seen yet).
+    clock_offset: std::sync::atomic::AtomicI64,
     scripts: Scripts,
     sharded_scripts: sharded::ShardedScripts,
     settings: Settings,
@@ -158,6 +179,9 @@ pub struct Cluster {
     servers: servers::Servers,
     /// The lanes' meters, one per [`Lane`], set once the relay's metrics exist.
     meters: std::sync::OnceLock<[crate::metrics::LaneMeter; 3]>,
+    /// On a Redis Cluster: each node's silence at the last read of the heartbeats, and when
+    /// that read was (see [`sharded`]).
+    beats: std::sync::RwLock<std::collections::HashMap<String, (Duration, tokio::time::Instant)>>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -241,11 +265,19 @@ impl Cluster {
             healthy: AtomicBool::new(true),
             listening: AtomicBool::new(true),
             waiters: DashMap::new(),
+            events_heard: Default::default(),
+            messages: {
+                let (tx, rx) = tokio::sync::mpsc::channel(MESSAGES);
+                std::sync::Mutex::new((Some(tx), Some(rx)))
+            },
+            hints: Default::default(),
+            clock_offset: std::sync::atomic::AtomicI64::new(i64::MIN),
             scripts: Scripts::new(),
             sharded_scripts: sharded::ShardedScripts::new(),
             settings,
             servers: Default::default(),
             meters: std::sync::OnceLock::new(),
+            beats: Default::default(),
         });
         cluster.clone().listen().await?;
         // Announced before serving: a tab bound here must never look like it is on a lost node.
@@ -320,6 +352,24 @@ impl Cluster {
         &self.node
     }
 
+    /// Redis's clock now, as this node last saw it against its own (within a round trip's
+    /// time), once seen.
+    fn redis_now_ms(&self) -> Option<u64> {
+        let offset = self.clock_offset.load(Ordering::Relaxed);
+        (offset != i64::MIN).then(|| (unix_now_ms() as i64 + offset).max(0) as u64)
+    }
+
+    /// Redis's clock said `now` in an answer just received.
+    fn saw_redis_clock(&self, now: u64) {
+        self.clock_offset
+            .store(now as i64 - unix_now_ms() as i64, Ordering::Relaxed);
+    }
+
+    /// Whether this is a Redis Cluster.
+    pub fn is_sharded(&self) -> bool {
+        self.sharded
+    }
+
     pub fn pubsub(&self) -> PubSub {
         self.pubsub.clone()
     }
@@ -339,32 +389,6 @@ impl Cluster {
         if self.listening.swap(ok, Ordering::AcqRel) != ok {
             tracing::info!(ok, "Redis pub/sub connection");
         }
-    }
-
-    async fn listen(self: Arc<Self>) -> anyhow::Result<()> {
-        use futures_util::StreamExt;
-        let mut events = self
-            .pubsub
-            .subscribe_broadcast(EVENTS.to_owned(), 4096)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot subscribe to key events: {e}"))?;
-        let weak = Arc::downgrade(&self);
-        tokio::spawn(async move {
-            while let Some((_, body)) = events.next().await {
-                let Some(cluster) = weak.upgrade() else { break };
-                let Some(rid) = std::str::from_utf8(&body)
-                    .ok()
-                    .and_then(|k| k.strip_prefix(KEY_PREFIX))
-                    .map(|k| k.trim_start_matches('{').trim_end_matches('}'))
-                else {
-                    continue;
-                };
-                if let Some(events) = cluster.waiters.get(rid) {
-                    events.changed();
-                }
-            }
-        });
-        Ok(())
     }
 
     /// Runs one Redis operation within [`OP_TIMEOUT`], recording whether Redis answered.
@@ -415,9 +439,21 @@ impl Cluster {
         self.tagged(KEY_PREFIX, rid)
     }
 
+    pub(crate) fn watch_name(&self, rid: &str) -> String {
+        self.tagged(WATCH_PREFIX, rid)
+    }
+
     fn node_keys(&self, node: &str) -> String {
         self.tagged(NODE_KEYS_PREFIX, node)
     }
+}
+
+/// The watch of the key whose Redis name is `key` (see [`forms::tell_lua`]'s `watch_of`).
+fn watch_of(key: &str) -> String {
+    format!(
+        "{WATCH_PREFIX}{}",
+        key.strip_prefix(KEY_PREFIX).unwrap_or(key)
+    )
 }
 
 #[cfg(test)]

@@ -3,9 +3,7 @@
 
 use relay_wire::RevokeReason;
 
-use super::{
-    Cluster, EVENTS, Lane, NODE_KEYS_PREFIX, NODE_STALE, NODES, ONLINE_EXTRA, StoreError, ms,
-};
+use super::{Cluster, Lane, NODE_KEYS_PREFIX, NODE_STALE, NODES, ONLINE_EXTRA, StoreError, ms};
 use crate::tokens::unix_now_ms;
 
 impl Cluster {
@@ -26,7 +24,6 @@ impl Cluster {
             return self.sharded_reap().await;
         }
         let mut inv = self.scripts.reap.key(NODES);
-        inv.key(EVENTS);
         inv.arg(ms(NODE_STALE))
             .arg(ms(self.settings.grace))
             .arg(NODE_KEYS_PREFIX)
@@ -49,13 +46,13 @@ impl Cluster {
         let ttl = exp.saturating_sub(now) + ms(ONLINE_EXTRA);
         let reply: String = if self.sharded {
             let mut inv = self.sharded_scripts.reassert.key(self.key_name(rid));
+            inv.key(self.watch_name(rid));
             inv.arg(now)
                 .arg(&self.node)
                 .arg(sid)
                 .arg(exp)
                 .arg(ttl)
-                .arg(bound_ms)
-                .arg(EVENTS);
+                .arg(bound_ms);
             let reply: String = self
                 .op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
                 .await?;
@@ -66,7 +63,8 @@ impl Cluster {
             reply
         } else {
             let mut inv = self.scripts.reassert.key(self.key_name(rid));
-            inv.key(self.node_keys(&self.node)).key(EVENTS);
+            inv.key(self.watch_name(rid))
+                .key(self.node_keys(&self.node));
             inv.arg(now)
                 .arg(&self.node)
                 .arg(sid)

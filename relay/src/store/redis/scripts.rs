@@ -1,7 +1,7 @@
 //! The Lua scripts of the Redis store: every key transition is one script, so two nodes never
-//! interleave halfway through it, and each publishes the key's event. The lifecycle part (issue,
-//! bind, release, revoke) follows `store::lifecycle::apply`; `relay/tests/store_conformance.rs`
-//! walks them through that table.
+//! interleave halfway through it, and each tells the key's change to the nodes waiting for it
+//! ([`forms::tell_lua`]). The lifecycle part (issue, bind, release, revoke) follows
+//! `store::lifecycle::apply`; `relay/tests/store_conformance.rs` walks them through that table.
 
 use redis::Script;
 
@@ -30,18 +30,45 @@ end
 ";
 
 /// Lua shared by release and reap: an online key goes offline for the reconnect grace (never
-/// past its token's expiry) and its change is published.
+/// past its token's expiry) and its change is told to its watch `w`. Needs `tell`.
 pub(super) const OFFLINE_LUA: &str = r"
-local function go_offline(k, now, grace, exp, events)
+local function go_offline(k, w, now, grace, exp)
   redis.call('HSET', k, 'st', 'offline', 'since', now)
   redis.call('HDEL', k, 'node', 'sid')
   local ttl = tonumber(grace)
   local left = tonumber(exp) - tonumber(now)
   if left < ttl then ttl = left end
   if ttl <= 0 then redis.call('DEL', k) else redis.call('PEXPIRE', k, ttl) end
-  redis.call('PUBLISH', events, k)
+  tell(k, w)
 end
 ";
+
+/// A call ended: its slot `c:<call id>` leaves the key's watch (a slot already gone, given
+/// back by the holding node with the call's outcome, or dropped, is not touched). KEYS: watch.
+/// ARGV: call id.
+pub(super) const FINISH_LUA: &str = r"
+return redis.call('HDEL', KEYS[1], 'c:' .. ARGV[1])";
+
+/// This node starts (ARGV[2] `1`) or stops (`-1`) waiting for the key's status outside a call (a
+/// key-status long-poll): its count in the key's watch (`i:<node>`), the watch living at least
+/// `ttl` once joined. KEYS: watch. ARGV: node, `1` or `-1`, ttl ms.
+pub(super) const INTEREST_LUA: &str = r"
+local f = 'i:' .. ARGV[1]
+if ARGV[2] == '1' then
+  redis.call('HINCRBY', KEYS[1], f, 1)
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+elseif redis.call('EXISTS', KEYS[1]) == 1 then
+  if redis.call('HINCRBY', KEYS[1], f, -1) <= 0 then redis.call('HDEL', KEYS[1], f) end
+end
+return 1";
+
+/// The holding node's outcome of a call from another node: published on the calling node's
+/// channel, the call's slot given back first when the caller asked for it (a final outcome of a
+/// call with no outcome of its own to record): one round trip for both, none for the caller.
+/// KEYS: watch. ARGV: the calling node's channel, call id ('' to keep the slot), message.
+pub(super) const REPLY_LUA: &str = r"
+if ARGV[2] ~= '' then redis.call('HDEL', KEYS[1], 'c:' .. ARGV[2]) end
+return redis.call('PUBLISH', ARGV[1], ARGV[3])";
 
 /// Every key transition and shared check, one Lua script each (atomic on Redis).
 pub(super) struct Scripts {
@@ -54,6 +81,9 @@ pub(super) struct Scripts {
     pub(super) heartbeat: Script,
     pub(super) reap: Script,
     pub(super) reassert: Script,
+    pub(super) finish: Script,
+    pub(super) interest: Script,
+    pub(super) reply: Script,
     pub(super) idem_claim: Script,
     pub(super) idem_record: Script,
     pub(super) rate: Script,
@@ -65,22 +95,21 @@ impl Scripts {
     pub(super) fn new() -> Self {
         Scripts {
             // Lookup, bind, release, revoke, acquire, reassert and declare are written once for
-            // both forms ([`forms`]); here with the one-server steps and the events channel a key.
-            lookup: forms::script(&format!("{CLOCK_LUA}{PLACE_LUA}"), forms::LOOKUP, false, ""),
+            // both forms ([`forms`]); here with the one-server steps.
+            lookup: forms::script(&format!("{CLOCK_LUA}{PLACE_LUA}"), forms::LOOKUP, false),
             issue: Script::new(
                 r"
 redis.call('HSET', KEYS[1], 'st', 'issued', 'since', ARGV[1], 'exp', ARGV[2], 'eb', '0')
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1",
             ),
-            bind: forms::script("", forms::BIND, false, "KEYS[3]"),
-            release: forms::script(OFFLINE_LUA, forms::RELEASE, false, "KEYS[3]"),
-            revoke: forms::script("", forms::REVOKE, false, "KEYS[2]"),
+            bind: forms::script("", forms::BIND, false),
+            release: forms::script(OFFLINE_LUA, forms::RELEASE, false),
+            revoke: forms::script("", forms::REVOKE, false),
             acquire: forms::script(
                 &format!("{CLOCK_LUA}{PLACE_LUA}{SPEND_LUA}"),
                 forms::ACQUIRE,
                 false,
-                "",
             ),
             // Returns 1 when this node's entry was missing (first beat, Redis emptied, or reaped).
             heartbeat: Script::new(&format!(
@@ -89,7 +118,7 @@ return redis.call('HSET', KEYS[1], ARGV[1], clock_ms())"
             )),
             // ARGV: stale ms, grace ms, node-keys prefix, now (node clock, for `since`)
             reap: Script::new(&format!(
-                r"{CLOCK_LUA}{OFFLINE_LUA}
+                r"{tell}{CLOCK_LUA}{OFFLINE_LUA}
 local ms = clock_ms()
 local all = redis.call('HGETALL', KEYS[1])
 local reaped = 0
@@ -100,7 +129,7 @@ for i = 1, #all, 2 do
     for _, k in ipairs(redis.call('SMEMBERS', set)) do
       local h = redis.call('HMGET', k, 'st', 'node', 'exp')
       if h[1] == 'online' and h[2] == node then
-        go_offline(k, ARGV[4], ARGV[2], h[3], KEYS[2])
+        go_offline(k, watch_of(k), ARGV[4], ARGV[2], h[3])
         reaped = reaped + 1
       end
     end
@@ -108,9 +137,13 @@ for i = 1, #all, 2 do
     redis.call('HDEL', KEYS[1], node)
   end
 end
-return reaped"
+return reaped",
+                tell = forms::tell_lua()
             )),
-            reassert: forms::script("", forms::REASSERT, false, "KEYS[3]"),
+            reassert: forms::script("", forms::REASSERT, false),
+            finish: Script::new(FINISH_LUA),
+            interest: Script::new(INTEREST_LUA),
+            reply: Script::new(REPLY_LUA),
             // ARGV: request fingerprint, until ms, window ms
             idem_claim: Script::new(
                 r"
@@ -134,7 +167,7 @@ redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'status', ARGV[2], 'body', ARGV[3])
 if redis.call('PTTL', KEYS[1]) < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[4]) end
 return 1",
             ),
-            declare: forms::script("", forms::DECLARE, false, "KEYS[2]"),
+            declare: forms::script("", forms::DECLARE, false),
             // The mode an agent set; where the key's tab is, to tell it. ARGV: mode
             set_mode: Script::new(
                 r"

@@ -4,8 +4,10 @@
 //! A key's records share its hash tag, so its state change stays one script, as on one server.
 //! A call's admission (its session's rate and slots, the key's slot) is one script as well: the
 //! session's records carry the key's tag. What spans slots is done around a key's script:
-//! - whether the node holding a tab is alive is read from the heartbeat hash after the key's
-//!   script (a read, as of that moment);
+//! - whether the node holding a tab is alive is known from the heartbeat hash as this node read
+//!   it last (every heartbeat, when it looks for lost nodes), counting the time since as silence:
+//!   a node that heartbeat recently enough by that count is alive, with no round trip; otherwise
+//!   (or for a node not read yet) the hash is read after the key's script, as of that moment;
 //! - the nodes' key sets (which keys a lost node held) are written after the key's script: a
 //!   node that dies between the two leaves that key out of its set, and the key then waits for
 //!   its TTL rather than the reaping;
@@ -14,8 +16,10 @@
 //!   node's set and heartbeat, in that order: a node that comes back in between finds its
 //!   heartbeat gone and writes its bindings back.
 //!
-//! Key events are published by the key's script on the classic channel [`super::EVENTS`], named in
-//! its arguments: a cluster forwards classic messages to every node.
+//! Key events are told by the key's script to the nodes in the key's watch, each on its own
+//! classic channel (a channel is not a key, so the script may publish on it from the key's slot):
+//! a cluster forwards classic messages between its servers, and only the node subscribed to the
+//! channel receives them.
 
 use redis::Script;
 use redis::cluster_async::ClusterConnection;
@@ -35,22 +39,26 @@ pub(super) struct ShardedScripts {
     pub(super) place: Script,
     pub(super) acquire: Script,
     pub(super) seen: Script,
-    pub(super) stale: Script,
+    pub(super) ages: Script,
     pub(super) reap_key: Script,
 }
 
 impl ShardedScripts {
     pub(super) fn new() -> Self {
         ShardedScripts {
-            // Written once for both forms ([`super::forms`]); the events channel is an argument.
-            bind: forms::script("", forms::BIND, true, "ARGV[7]"),
-            release: forms::script(OFFLINE_LUA, forms::RELEASE, true, "ARGV[5]"),
-            revoke: forms::script("", forms::REVOKE, true, "ARGV[2]"),
-            reassert: forms::script("", forms::REASSERT, true, "ARGV[7]"),
-            declare: forms::script("", forms::DECLARE, true, "ARGV[5]"),
+            // Written once for both forms ([`super::forms`]).
+            bind: forms::script("", forms::BIND, true),
+            release: forms::script(OFFLINE_LUA, forms::RELEASE, true),
+            revoke: forms::script("", forms::REVOKE, true),
+            reassert: forms::script("", forms::REASSERT, true),
+            declare: forms::script("", forms::DECLARE, true),
             // Where the key's tab is, before asking whether its node is alive.
-            place: forms::script("", forms::LOOKUP, true, ""),
-            acquire: forms::script(forms::SPEND_LUA, forms::ACQUIRE, true, ""),
+            place: forms::script("", forms::LOOKUP, true),
+            acquire: forms::script(
+                &format!("{CLOCK_LUA}{}", forms::SPEND_LUA),
+                forms::ACQUIRE,
+                true,
+            ),
             // Whether a node heartbeat recently. KEYS: nodes. ARGV: node, suspect ms
             seen: Script::new(&format!(
                 r"{CLOCK_LUA}
@@ -59,25 +67,27 @@ if not seen then return 0 end
 if clock_ms() - tonumber(seen) > tonumber(ARGV[2]) then return 0 end
 return 1"
             )),
-            // The nodes silent for too long. KEYS: nodes. ARGV: stale ms
-            stale: Script::new(&format!(
+            // Every node with the time since its heartbeat, in ms (Redis's clock). KEYS: nodes.
+            ages: Script::new(&format!(
                 r"{CLOCK_LUA}
 local ms = clock_ms()
 local all = redis.call('HGETALL', KEYS[1])
-local stale = {{}}
+local out = {{}}
 for i = 1, #all, 2 do
-  if ms - tonumber(all[i + 1]) > tonumber(ARGV[1]) then table.insert(stale, all[i]) end
+  table.insert(out, all[i])
+  table.insert(out, tostring(ms - tonumber(all[i + 1])))
 end
-return stale"
+return out"
             )),
-            // A lost node's key goes offline, if still on it. KEYS: key.
-            // ARGV: node, now (node clock, for `since`), grace ms, events
+            // A lost node's key goes offline, if still on it. KEYS: key, watch.
+            // ARGV: node, now (node clock, for `since`), grace ms
             reap_key: Script::new(&format!(
-                r"{OFFLINE_LUA}
+                r"{tell}{OFFLINE_LUA}
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'exp')
 if h[1] ~= 'online' or h[2] ~= ARGV[1] then return 0 end
-go_offline(KEYS[1], ARGV[2], ARGV[3], h[3], ARGV[4])
-return 1"
+go_offline(KEYS[1], KEYS[2], ARGV[2], ARGV[3], h[3])
+return 1",
+                tell = forms::tell_lua()
             )),
         }
     }

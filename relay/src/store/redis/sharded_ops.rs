@@ -2,11 +2,9 @@
 //! steps): the same answers as the one-server scripts, with the cross-slot steps around the
 //! key's script.
 
-use std::sync::Arc;
+use std::time::Duration;
 
-use super::{
-    Acquired, Cluster, EVENTS, Lane, NODE_SUSPECT, NODES, Place, SessionNames, Slot, StoreError, ms,
-};
+use super::{Cluster, Lane, NODE_SUSPECT, NODES, Place, StoreError, ms};
 use crate::tokens::unix_now_ms;
 
 impl Cluster {
@@ -38,13 +36,24 @@ impl Cluster {
         Ok(seen == 1)
     }
 
-    /// A tab's place once its node's heartbeat is checked.
-    async fn checked(&self, node: String, sid: String) -> Result<Place, StoreError> {
-        Ok(if self.alive(&node).await? {
+    /// A tab's place once its node's heartbeat is checked: known alive from the heartbeats this
+    /// node read last, or else read now.
+    pub(super) async fn checked(&self, node: String, sid: String) -> Result<Place, StoreError> {
+        let alive = node == self.node || self.heard_lately(&node) || self.alive(&node).await?;
+        Ok(if alive {
             Place::Online { node, sid }
         } else {
             Place::Waiting
         })
+    }
+
+    /// Whether `node` heartbeat within [`NODE_SUSPECT`] by the heartbeats this node read last:
+    /// its silence then, plus the time since, is at least its silence now, so a yes holds.
+    pub(super) fn heard_lately(&self, node: &str) -> bool {
+        let beats = self.beats.read().unwrap_or_else(|p| p.into_inner());
+        beats
+            .get(node)
+            .is_some_and(|(silent, read)| *silent + read.elapsed() <= NODE_SUSPECT)
     }
 
     /// The key script of a bind ran: records the key in this node's set, and out of the set of
@@ -60,11 +69,11 @@ impl Cluster {
     pub(super) async fn sharded_release(&self, rid: &str, sid: &str) -> Result<(), StoreError> {
         let key = self.key_name(rid);
         let mut inv = self.sharded_scripts.release.key(&key);
+        inv.key(self.watch_name(rid));
         inv.arg(unix_now_ms())
             .arg(&self.node)
             .arg(sid)
-            .arg(ms(self.settings.grace))
-            .arg(EVENTS);
+            .arg(ms(self.settings.grace));
         let released: i64 = self
             .op(inv.invoke_async(&mut self.conn_for(Lane::Tabs)))
             .await?;
@@ -87,32 +96,35 @@ impl Cluster {
         }
     }
 
-    /// What the cluster form of the admission script answered: the slots are taken first, so
-    /// they are given back on drop even if the liveness check of the tab's node fails.
-    pub(super) async fn sharded_acquired(
-        self: &Arc<Self>,
-        reply: Vec<String>,
-        names: SessionNames,
-    ) -> Result<(Acquired, Option<(Slot, Place)>), StoreError> {
-        let mut words = reply.into_iter();
-        let outcome = Acquired::from_word(words.next().as_deref());
-        if !matches!(outcome, Acquired::Ok) {
-            return Ok((outcome, None));
+    /// The acquire script of this store's form.
+    pub(super) fn scripts_acquire(&self) -> &redis::Script {
+        if self.sharded {
+            &self.sharded_scripts.acquire
+        } else {
+            &self.scripts.acquire
         }
-        let slot = self.slot(names);
-        let place = match (words.next(), words.next()) {
-            (Some(node), Some(sid)) => self.checked(node, sid).await?,
-            _ => Place::Waiting,
-        };
-        Ok((Acquired::Ok, Some((slot, place))))
     }
 
     pub(super) async fn sharded_reap(&self) -> Result<u64, StoreError> {
-        let mut inv = self.sharded_scripts.stale.key(NODES);
-        inv.arg(ms(super::NODE_STALE));
-        let stale: Vec<String> = self
+        let inv = self.sharded_scripts.ages.key(NODES);
+        let ages: Vec<String> = self
             .op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
             .await?;
+        let read = tokio::time::Instant::now();
+        let mut beats = std::collections::HashMap::new();
+        let mut stale = Vec::new();
+        for pair in ages.chunks(2) {
+            let [node, age] = pair else { continue };
+            let Ok(age) = age.parse::<u64>() else {
+                continue;
+            };
+            let silent = Duration::from_millis(age);
+            if silent > super::NODE_STALE {
+                stale.push(node.clone());
+            }
+            beats.insert(node.clone(), (silent, read));
+        }
+        *self.beats.write().unwrap_or_else(|p| p.into_inner()) = beats;
         let mut reaped = 0;
         for node in stale {
             let set = self.node_keys(&node);
@@ -123,10 +135,10 @@ impl Cluster {
                 .await?;
             for key in keys {
                 let mut inv = self.sharded_scripts.reap_key.key(&key);
+                inv.key(super::watch_of(&key));
                 inv.arg(&node)
                     .arg(unix_now_ms())
-                    .arg(ms(self.settings.grace))
-                    .arg(EVENTS);
+                    .arg(ms(self.settings.grace));
                 let n: u64 = self
                     .op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
                     .await?;

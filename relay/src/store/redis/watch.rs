@@ -1,11 +1,12 @@
-//! Waiting on a key's published changes, and a call's in-flight slot.
+//! Waiting on a key's published changes, a call's in-flight slot, and a node's place in a key's
+//! watch (what makes the key's changes reach this node at all).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio::sync::Notify;
 
-use super::{Cluster, Lane};
+use super::{Cluster, Lane, StoreError};
 
 impl Cluster {
     /// Registers interest in a key's changes (see [`Watch`]).
@@ -71,23 +72,108 @@ impl Drop for Watch<'_> {
     }
 }
 
-/// One in-flight slot of a key; given back on drop.
+/// A call's slot in the key's watch (`c:<call id>`, taken by the script that admitted it):
+/// it counts among the key's calls in flight and its session's, and makes the key's changes
+/// reach this node. Given
+/// back on drop, in the background, unless the node holding the tab gave it back already with
+/// the call's outcome ([`Slot::given_back`]).
 pub struct Slot {
-    pub(super) cluster: Arc<Cluster>,
-    /// The key's and the session's in-flight counters (one hash slot on a cluster).
-    pub(super) counters: [String; 2],
+    cluster: Arc<Cluster>,
+    watch: String,
+    call_id: String,
+    given_back: AtomicBool,
+}
+
+impl Slot {
+    pub(super) fn new(cluster: Arc<Cluster>, watch: String, call_id: &str) -> Self {
+        Slot {
+            cluster,
+            watch,
+            call_id: call_id.to_owned(),
+            given_back: AtomicBool::new(false),
+        }
+    }
+
+    /// The holding node gave the slot back with the call's outcome: nothing to do on drop.
+    pub fn given_back(&self) {
+        self.given_back.store(true, Ordering::Release);
+    }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let cluster = self.cluster.clone();
-        let [key, session] = std::mem::take(&mut self.counters);
+        if self.given_back.load(Ordering::Acquire) {
+            return;
+        }
+        let (cluster, watch, call_id) = (
+            self.cluster.clone(),
+            std::mem::take(&mut self.watch),
+            std::mem::take(&mut self.call_id),
+        );
         tokio::spawn(async move {
-            let mut pipe = redis::pipe();
-            pipe.decr(key, 1).ignore().decr(session, 1).ignore();
+            let mut inv = cluster.scripts.finish.key(watch);
+            inv.arg(call_id);
             let _ = cluster
-                .op(pipe.query_async::<()>(&mut cluster.conn_for(Lane::Calls)))
+                .op(inv.invoke_async::<i64>(&mut cluster.conn_for(Lane::Calls)))
                 .await;
         });
+    }
+}
+
+/// This node waits for a key's changes outside a call (a key-status long-poll): its count in the
+/// key's watch, taken back on drop.
+pub struct Interest {
+    cluster: Arc<Cluster>,
+    watch: String,
+}
+
+impl Drop for Interest {
+    fn drop(&mut self) {
+        let (cluster, watch) = (self.cluster.clone(), std::mem::take(&mut self.watch));
+        tokio::spawn(async move {
+            let _ = cluster.interested(&watch, false).await;
+        });
+    }
+}
+
+impl Cluster {
+    /// Joins the key's watch for a wait outside a call (see [`Interest`]): from when this
+    /// returns, the key's changes reach this node.
+    pub async fn interest(self: &Arc<Self>, rid: &str) -> Result<Interest, StoreError> {
+        let watch = self.watch_name(rid);
+        self.interested(&watch, true).await?;
+        Ok(Interest {
+            cluster: self.clone(),
+            watch,
+        })
+    }
+
+    async fn interested(&self, watch: &str, join: bool) -> Result<(), StoreError> {
+        let mut inv = self.scripts.interest.key(watch);
+        inv.arg(&self.node)
+            .arg(if join { "1" } else { "-1" })
+            .arg(super::ms(self.settings.inflight_ttl));
+        self.op(inv.invoke_async::<i64>(&mut self.conn_for(Lane::Calls)))
+            .await
+            .map(drop)
+    }
+
+    /// The outcome of a call another node sent this node (see [`super::scripts::REPLY_LUA`]):
+    /// published to `caller`, the call's slot in the key's watch given back first when
+    /// `give_back` names the call.
+    pub async fn reply(
+        &self,
+        rid: &str,
+        caller: &str,
+        give_back: Option<&str>,
+        message: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        let mut inv = self.scripts.reply.key(self.watch_name(rid));
+        inv.arg(format!("{}{caller}", super::NODE_PREFIX))
+            .arg(give_back.unwrap_or(""))
+            .arg(message);
+        self.op(inv.invoke_async::<i64>(&mut self.conn_for(Lane::Calls)))
+            .await
+            .map(drop)
     }
 }

@@ -1,0 +1,124 @@
+//! Calls another node sent this node for a tab bound here ([`crate::delivery::hop`]): each is
+//! delivered as a call of this node would be (`local.rs`), to the socket the caller named if it
+//! still holds the key here, and its outcome goes back to the caller. A cancel from the caller
+//! ends the wait and tells the tab.
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use relay_wire::CallMeta;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::Delivery;
+use super::local::{Attempt, attempt, cancel};
+use crate::app::App;
+use crate::delivery::hop::{Held, Hop, Incoming, Outcome};
+use crate::store::keys::{Binding, KeyShared};
+use crate::store::redis::rid;
+
+/// Serves the calls other nodes send this node until the node stops.
+pub async fn serve_held(app: Arc<App>, hop: Arc<Hop>) {
+    let Some(mut incoming) = hop.take_incoming() else {
+        return;
+    };
+    // The calls running here for other nodes, by call id, to end on their caller's cancel.
+    let running: Arc<DashMap<Arc<str>, CancellationToken>> = Arc::default();
+    while let Some(item) = incoming.recv().await {
+        match item {
+            Incoming::Call(held) => {
+                // Registered before the task runs: a cancel right behind the call finds it.
+                let stop = CancellationToken::new();
+                if held.awaited {
+                    running.insert(held.id.clone(), stop.clone());
+                }
+                let (app, hop, running) = (app.clone(), hop.clone(), running.clone());
+                tokio::spawn(async move {
+                    let id = held.id.clone();
+                    run(&app, &hop, held, stop).await;
+                    running.remove(&id);
+                });
+            }
+            Incoming::Cancel(id) => {
+                if let Some((_, stop)) = running.remove(&id) {
+                    stop.cancel();
+                }
+            }
+        }
+    }
+}
+
+/// The socket `sid` of this node, if it holds the key of digest `rid` here.
+fn holder(app: &App, rid_wanted: &str, sid: &str) -> Option<(Binding, Arc<KeyShared>)> {
+    let key = app.io.get()?.bound_key(sid)?;
+    if rid(&key) != rid_wanted {
+        return None;
+    }
+    let (binding, shared) = app.keys.local_binding(&key)?;
+    (binding.sid().to_string() == sid).then_some((binding, shared))
+}
+
+async fn run(app: &App, hop: &Hop, mut held: Held, stop: CancellationToken) {
+    let deadline = Instant::now() + held.timeout;
+    let (outcome, answer, failure) = match holder(app, &held.rid, &held.sid) {
+        None => (Outcome::Gone, None, None),
+        Some((binding, shared)) => {
+            let d = Delivery {
+                event: std::mem::take(&mut held.event),
+                params: &held.params,
+                meta: CallMeta {
+                    call_id: held.id.to_string(),
+                    expects_result: held.awaited,
+                    deadline_ms: held.awaited.then(|| held.timeout.as_millis().max(1) as u64),
+                    // The caller's delivery span (or its caller's context): the tab works
+                    // inside it, and the handler's time goes back with the answer.
+                    traceparent: held.traceparent.take(),
+                    tracestate: held.tracestate.take(),
+                    accepts_handler_ms: true,
+                },
+                remaining: held.timeout,
+                span: tracing::Span::none(),
+            };
+            let tried = attempt(
+                &binding,
+                &shared,
+                &d,
+                &held.id,
+                deadline,
+                std::future::pending(),
+            );
+            tokio::select! {
+                biased;
+                // The caller stopped waiting: nobody reads an outcome any more.
+                _ = stop.cancelled() => {
+                    cancel(&binding, &held.id);
+                    return;
+                }
+                // This node is closing: its tabs re-bind elsewhere, where the caller finds them.
+                _ = app.drain.force.cancelled() => {
+                    cancel(&binding, &held.id);
+                    (Outcome::Gone, None, None)
+                }
+                tried = tried => match tried {
+                    Attempt::Answered(value) => match serde_json::value::to_raw_value(&value) {
+                        Ok(raw) => (Outcome::Answered, Some(raw), None),
+                        Err(_) => (Outcome::Answered, None, None),
+                    },
+                    Attempt::Delivered => (Outcome::Delivered, None, None),
+                    Attempt::Again => (Outcome::Gone, None, None),
+                    Attempt::Failed(e) => (Outcome::Failed, None, Some((e.code.as_str(), e.message))),
+                },
+            }
+        }
+    };
+    let failure = failure
+        .as_ref()
+        .map(|(code, message)| (*code, message.as_str()));
+    if hop
+        .reply(&held, outcome, answer.as_deref(), failure)
+        .await
+        .is_err()
+    {
+        tracing::debug!(call_id = %held.id, "the outcome of a call from another node could not be sent back");
+    }
+}
