@@ -31,10 +31,6 @@ pub struct ObserveArgs {
     /// `https://traces.example.com/trace/{traceId}`.
     #[arg(long, env = "WORKER_TRACE_LINK")]
     pub trace_link: Option<String>,
-    /// Exported spans carry a tool call's arguments and result, each cut to 1 KiB. Off unless
-    /// set to true: they may hold what the user said.
-    #[arg(long, env = "WORKER_TRACE_PAYLOADS", default_value_t = false, action = clap::ArgAction::Set)]
-    pub trace_payloads: bool,
 }
 
 /// Validated [`ObserveArgs`], with the export's settings read from `OTEL_*`.
@@ -43,7 +39,6 @@ pub struct ObserveConfig {
     pub timelines: TimelineConfig,
     pub debug_page: bool,
     pub trace_link: Option<String>,
-    pub trace_payloads: bool,
     pub telemetry: telemetry::Settings,
 }
 
@@ -81,7 +76,6 @@ impl ObserveConfig {
             },
             debug_page: args.debug_page,
             trace_link,
-            trace_payloads: args.trace_payloads,
             telemetry,
         }
     }
