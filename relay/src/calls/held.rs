@@ -74,7 +74,7 @@ async fn run(app: &App, hop: &Hop, mut held: Held, stop: CancellationToken) {
                     // inside it, and the handler's time goes back with the answer.
                     traceparent: held.traceparent.take(),
                     tracestate: held.tracestate.take(),
-                    accepts_handler_ms: true,
+                    accepts_handler_ms: held.awaited,
                 },
                 remaining: held.timeout,
                 span: tracing::Span::none(),

@@ -311,7 +311,7 @@ fn prepare(call: &Call, deadline: Instant, span: Span) -> Result<Delivery<'_>, A
             tracestate: trace
                 .and_then(|t| t.state.as_ref())
                 .map(|s| s.as_str().to_owned()),
-            accepts_handler_ms: true,
+            accepts_handler_ms: call.await_result,
         },
         remaining,
         span,
