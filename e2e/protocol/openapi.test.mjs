@@ -73,10 +73,14 @@ test('the worker serves its OpenAPI 3.1 document, with the MCP endpoint\'s HTTP 
   assert.deepEqual(operations(doc), [
     'DELETE /mcp',
     'GET /agent/tools',
+    'GET /debug',
     'GET /healthz',
     'GET /mcp',
+    'GET /metrics',
     'GET /openapi.json',
+    'GET /readyz',
     'GET /sessions',
+    'GET /sessions/{id}/events',
     // One operation per catalog tool, with its schema (the default catalog here).
     'POST /agent/tools/OpenPopover',
     'POST /agent/tools/draw_card',
