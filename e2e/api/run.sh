@@ -8,7 +8,8 @@
 # It starts the real debug binaries on free loopback ports through the e2e harness
 # (e2e/harness/up.mjs, with the environment the protocol tests use): the relay in
 # RELAY_TOKEN_MODE=issuer (so /token's Bearer issuer secret is exercised) and the worker pointed
-# at it with VAPI_SECRET set. When they stop, their logs are searched for the secrets.
+# at it with VAPI_SECRET set and its operators' page on (WORKER_DEBUG_PAGE=true: off, /debug
+# answers 503 not_configured, which the no-5xx check would count). When they stop, their logs are searched for the secrets.
 #
 # What cannot apply, and why (everything else runs on every operation):
 # - POST /livekit/webhook: its Authorization must be a JWT signed over the body's SHA-256 with
@@ -67,7 +68,8 @@ trap harness_down EXIT
 
 export TEST_LOG_DIR="$LOG_DIR" RELAY_BIN WORKER_BIN
 harness_up --relay --worker --tab --relay-env RELAY_TOKEN_MODE=issuer \
-  --relay-env RELAY_ALLOW_BARE_KEYS=false --relay-env RELAY_DEFAULT_TIMEOUT_MS=1000 --relay-env RELAY_MAX_TIMEOUT_MS=3000 ||
+  --relay-env RELAY_ALLOW_BARE_KEYS=false --relay-env RELAY_DEFAULT_TIMEOUT_MS=1000 --relay-env RELAY_MAX_TIMEOUT_MS=3000 \
+  --worker-env WORKER_DEBUG_PAGE=true ||
   fail_early "the relay and the worker did not start"
 export ST_SESSION_TOKEN ST_WORKER_SECRET ST_OPERATOR_SECRET ST_ISSUER_SECRET
 # A bound tab's agent token: generated requests name random keys, which it reaches none of.
