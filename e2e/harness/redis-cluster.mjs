@@ -30,8 +30,11 @@ async function until(what, ms, check) {
 
 export async function startRedisCluster() {
   const dir = mkdtempSync(join(tmpdir(), 'e2e-redis-cluster-'));
-  const ports = [];
-  for (let i = 0; i < 6; i += 1) ports.push(await freePort());
+  // Each server's cluster bus gets its own free port: the default, the client port plus 10,000,
+  // does not exist above 55535, and Redis refuses to start there.
+  const taken = new Set();
+  while (taken.size < 12) taken.add(await freePort());
+  const [ports, busPorts] = [[...taken].slice(0, 6), [...taken].slice(6)];
   const cluster = {
     cluster: true,
     ports,
@@ -40,10 +43,10 @@ export async function startRedisCluster() {
     procs: [],
     created: false,
     async start() {
-      this.procs = ports.map((port) => {
+      this.procs = ports.map((port, i) => {
         const proc = spawn('redis-server', [
           '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-          '--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`),
+          '--cluster-enabled', 'yes', '--cluster-port', String(busPorts[i]), '--cluster-config-file', join(dir, `nodes-${port}.conf`),
           '--cluster-node-timeout', '2000', '--dir', dir,
           '--logfile', join(logDir, `redis-cluster-${process.pid}-${port}.log`),
         ], { stdio: 'ignore' });

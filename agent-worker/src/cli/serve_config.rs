@@ -187,24 +187,23 @@ mod tests {
     use super::super::config::{Cli, Command};
     use super::*;
 
-    fn parse(args: &[&str]) -> Cli {
-        let mut all = vec!["agent-worker"];
-        all.extend_from_slice(args);
-        Cli::try_parse_from(all).unwrap()
+    /// `agent-worker <args>`, which must be `check-config` with its options, as the worker
+    /// would read it.
+    fn checked(args: &[&str]) -> Result<ServeConfig, ConfigError> {
+        let cli = Cli::try_parse_from(std::iter::once("agent-worker").chain(args.iter().copied()))
+            .unwrap();
+        let Command::CheckConfig(serve) = &cli.command else {
+            panic!("not check-config: {args:?}")
+        };
+        ServeConfig::from_args(&cli.relay, serve)
     }
 
     #[test]
     fn serve_needs_its_secrets() {
-        let cli = parse(&["check-config"]);
-        let Command::CheckConfig(serve) = &cli.command else {
-            panic!()
-        };
-        let err = ServeConfig::from_args(&cli.relay, serve)
-            .unwrap_err()
-            .to_string();
+        let err = checked(&["check-config"]).unwrap_err().to_string();
         assert!(err.contains("RELAY_WORKER_SECRET is required"), "{err}");
         assert!(err.contains("LIVEKIT_API_KEY"), "{err}");
-        let cli = parse(&[
+        let err = checked(&[
             "--worker-secret",
             "0123456789abcdef0",
             "check-config",
@@ -214,13 +213,9 @@ mod tests {
             "secret",
             "--vapi-secret",
             "short",
-        ]);
-        let Command::CheckConfig(serve) = &cli.command else {
-            panic!()
-        };
-        let err = ServeConfig::from_args(&cli.relay, serve)
-            .unwrap_err()
-            .to_string();
+        ])
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("VAPI_SECRET is shorter"), "{err}");
         assert!(!err.contains("short\""), "{err}");
     }
@@ -239,11 +234,7 @@ mod tests {
         let config = |extra: &[&str]| {
             let mut args = base.to_vec();
             args.extend_from_slice(extra);
-            let cli = parse(&args);
-            let Command::CheckConfig(serve) = &cli.command else {
-                panic!()
-            };
-            ServeConfig::from_args(&cli.relay, serve).map(|c| c.mcp)
+            checked(&args).map(|c| c.mcp)
         };
         assert_eq!(config(&[]).unwrap(), McpConfig::default());
         let custom = config(&[

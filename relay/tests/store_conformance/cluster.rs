@@ -62,11 +62,15 @@ fn tls_cli_args(tls: Option<&std::path::Path>) -> Vec<String> {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
+/// `n` distinct free ports of loopback: every listener is held until all are taken, so no port
+/// comes twice.
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free port"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().expect("a bound port").port())
+        .collect()
 }
 
 fn cli(cluster: &RedisCluster, port: u16, args: &[&str]) -> Option<String> {
@@ -105,10 +109,14 @@ pub fn start_tls_cluster(certs: &std::path::Path) -> RedisCluster {
 fn start(tls: Option<&std::path::Path>) -> RedisCluster {
     let scratch = Scratch::new("relay-cluster");
     let dir = scratch.0.clone();
-    let ports: Vec<u16> = (0..6).map(|_| free_port()).collect();
+    // Each server's cluster bus gets its own free port: the default, the client port plus
+    // 10,000, does not exist above 55535, and Redis refuses to start there.
+    let all = free_ports(12);
+    let (ports, bus_ports) = (all[..6].to_vec(), all[6..].to_vec());
     let children = ports
         .iter()
-        .map(|port| {
+        .zip(&bus_ports)
+        .map(|(port, bus)| {
             let conf = dir.join(format!("nodes-{port}.conf"));
             let mut server = Command::new("redis-server");
             match tls {
@@ -126,7 +134,9 @@ fn start(tls: Option<&std::path::Path>) -> RedisCluster {
             };
             server
                 .args(["--bind", "127.0.0.1"])
-                .args(["--cluster-enabled", "yes", "--cluster-config-file"])
+                .args(["--cluster-enabled", "yes", "--cluster-port"])
+                .arg(bus.to_string())
+                .arg("--cluster-config-file")
                 .arg(&conf)
                 .args(["--cluster-node-timeout", "2000"])
                 .args(["--save", "", "--appendonly", "no"])
