@@ -31,6 +31,7 @@ pub fn init(
         env!("CARGO_PKG_VERSION"),
         &logs,
         settings,
+        relay_telemetry::Opening::Always,
         tokio::runtime::Handle::current(),
     )
 }

@@ -1,10 +1,10 @@
 //! The relay's telemetry: its logs and, when the standard `OTEL_*` variables turn it on, its
 //! spans exported over OTLP/HTTP, both set up by `relay_telemetry` (the one crate that knows
 //! OpenTelemetry exists). The call path opens its spans (a server span per tool call, a span per
-//! delivery attempt) only while [`enabled`]; otherwise it opens none and allocates nothing for
-//! them.
+//! delivery attempt) only for a call whose trace is kept ([`sampled`]); otherwise it opens none
+//! and allocates nothing for them.
 
-pub use relay_telemetry::{Settings, Telemetry, adopt, context_of, enabled, event, fail};
+pub use relay_telemetry::{Settings, Telemetry, adopt, context_of, enabled, event, fail, sampled};
 
 use crate::config::LogFormat;
 
@@ -31,6 +31,8 @@ pub fn init(
         env!("CARGO_PKG_VERSION"),
         &logs,
         settings,
+        // The call path opens its spans only for a trace that is kept.
+        relay_telemetry::Opening::WhenSampled,
         runtime,
     )
 }

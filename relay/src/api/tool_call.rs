@@ -247,9 +247,10 @@ fn trace_context(headers: &HeaderMap) -> Option<TraceContext> {
 }
 
 /// The call's server span, the caller's span its parent (with the params when `payloads`); none
-/// while spans are not exported.
+/// while spans are not exported or the sampler drops the call's trace (the tab then gets the
+/// caller's context as it came).
 fn call_span(call: &Call, payloads: bool) -> Span {
-    if !telemetry::enabled() {
+    if !telemetry::sampled(call.trace.as_deref()) {
         return Span::none();
     }
     let span = tracing::info_span!(

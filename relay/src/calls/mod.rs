@@ -270,9 +270,10 @@ impl Delivery<'_> {
     }
 }
 
-/// The span of one delivery attempt while spans are exported, else none.
+/// The span of one delivery attempt inside the call's span; none when the call has none (spans
+/// not exported, or its trace not kept).
 fn delivery_span(call: &Call, route: Route) -> Span {
-    if telemetry::enabled() {
+    if telemetry::enabled() && !Span::current().is_none() {
         tracing::info_span!(
             "deliver",
             otel.kind = "producer",

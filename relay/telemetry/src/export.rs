@@ -8,8 +8,9 @@ use opentelemetry::KeyValue;
 use opentelemetry_http::{HttpClient, HttpError};
 use opentelemetry_otlp::WithHttpConfig;
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::{BatchSpanProcessor, SdkTracerProvider};
+use opentelemetry_sdk::trace::{BatchSpanProcessor, Sampler, SdkTracerProvider};
 
+use crate::Opening;
 use crate::settings::Export;
 
 /// Most of an answer read from the collector (it answers with a small status message).
@@ -53,6 +54,7 @@ pub(crate) fn provider(
     service: &'static str,
     version: &'static str,
     export: &Export,
+    opening: Opening,
     runtime: tokio::runtime::Handle,
 ) -> Result<SdkTracerProvider, String> {
     let http = reqwest::Client::builder()
@@ -72,8 +74,14 @@ pub(crate) fn provider(
     let resource = resource
         .with_attribute(KeyValue::new("service.version", version))
         .build();
-    Ok(SdkTracerProvider::builder()
+    let builder = SdkTracerProvider::builder()
         .with_span_processor(BatchSpanProcessor::builder(exporter).build())
-        .with_resource(resource)
-        .build())
+        .with_resource(resource);
+    // A server that asks `sampled` first has decided already: the SDK keeps what it is given
+    // (drawing the ratio again would keep ratio² of the traces).
+    let builder = match opening {
+        Opening::Always => builder,
+        Opening::WhenSampled => builder.with_sampler(Sampler::AlwaysOn),
+    };
+    Ok(builder.build())
 }

@@ -6,11 +6,14 @@
 //! The servers' spans are `tracing` spans. Only this crate knows OpenTelemetry exists: a server
 //! asks [`enabled`] before it opens its spans (no span, and no allocation for one, while export
 //! is off), hands a request's W3C context to [`adopt`], takes a span's context for the next hop
-//! from [`context_of`], and marks failures with [`fail`].
+//! from [`context_of`], and marks failures with [`fail`]. A server on a hot path asks
+//! [`sampled`] instead ([`Opening::WhenSampled`]): it opens no span for a trace the sampler
+//! drops, so an unsampled call costs what a call costs with export off.
 
 mod export;
 mod settings;
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::propagation::TextMapPropagator;
@@ -23,10 +26,24 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
-pub use settings::{Export, Settings};
+pub use settings::{Export, Root, Sampling, Settings};
 
 /// Set once export is on: the servers open their spans only then.
 static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// The sampler read from the `OTEL_*` variables, once export is on ([`sampled`]).
+static SAMPLING: OnceLock<Sampling> = OnceLock::new();
+
+/// How a server opens the spans that start its traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opening {
+    /// It opens every span while export is on, and the SDK's sampler decides which traces are
+    /// kept.
+    Always,
+    /// It asks [`sampled`] before it opens a trace's first span, and opens none for a trace the
+    /// sampler drops: the SDK then keeps every span it is given.
+    WhenSampled,
+}
 
 /// How a server logs: its default filter when `RUST_LOG` is unset, the targets capped whatever
 /// `RUST_LOG` says (libraries that log secrets below some level), JSON or text, to standard
@@ -80,20 +97,21 @@ pub struct Telemetry {
 }
 
 /// Starts the logs and, when `settings` say so, the export of spans, for the process named
-/// `service` at `version` (its `service.name` unless `OTEL_SERVICE_NAME` names it). Spans are sent from the
-/// SDK's own thread through `runtime`.
+/// `service` at `version` (its `service.name` unless `OTEL_SERVICE_NAME` names it), which opens
+/// its spans as `opening` says. Spans are sent from the SDK's own thread through `runtime`.
 pub fn init(
     service: &'static str,
     version: &'static str,
     logs: &Logs,
     settings: &Settings,
+    opening: Opening,
     runtime: tokio::runtime::Handle,
 ) -> Result<Telemetry, String> {
     let Some(export) = &settings.export else {
         init_logs(logs);
         return Ok(Telemetry { provider: None });
     };
-    let provider = export::provider(service, version, export, runtime)?;
+    let provider = export::provider(service, version, export, opening, runtime)?;
     let tracer = opentelemetry::trace::TracerProvider::tracer(&provider, service);
     // Only the servers' own spans (each names its `otel.kind`) go out: log lines stay logs, so
     // nothing a log line holds reaches a span.
@@ -110,6 +128,7 @@ pub fn init(
         .with_filter(spans_only);
     let fmt = fmt_layer(logs).with_filter(logs.filter());
     tracing_subscriber::registry().with(fmt).with(otel).init();
+    let _ = SAMPLING.set(export.sampling);
     ENABLED.store(true, Ordering::Release);
     tracing::info!(
         endpoint = %export.endpoint,
@@ -173,6 +192,31 @@ pub fn enabled() -> bool {
     ENABLED.load(Ordering::Acquire)
 }
 
+/// Whether a trace is kept, for a server that opens its spans [`Opening::WhenSampled`]: the
+/// caller's choice (its `traceparent`'s flag) under a parent-based sampler, else the sampler's
+/// own for a trace that starts here. Always false while export is off.
+pub fn sampled(parent: Option<&TraceContext>) -> bool {
+    if !enabled() {
+        return false;
+    }
+    SAMPLING
+        .get()
+        .is_some_and(|sampling| decide(sampling, parent, rand::random::<f64>))
+}
+
+/// What `sampling` decides for a trace with `parent`; `draw` gives a number in `[0, 1)` for a
+/// ratio.
+fn decide(sampling: &Sampling, parent: Option<&TraceContext>, draw: impl FnOnce() -> f64) -> bool {
+    match parent {
+        Some(parent) if sampling.parent_based => parent.parent.sampled(),
+        _ => match sampling.root {
+            Root::Always => true,
+            Root::Never => false,
+            Root::Ratio(ratio) => draw() < ratio,
+        },
+    }
+}
+
 /// Makes the caller's span (from a request's `traceparent`/`tracestate`) the parent of `span`.
 pub fn adopt(span: &Span, parent: &TraceContext) {
     if !enabled() {
@@ -211,14 +255,14 @@ pub fn context_of(span: &Span) -> Option<TraceContext> {
 
 /// Marks `span` failed, with the error code as its status description.
 pub fn fail(span: &Span, code: &str) {
-    if enabled() {
+    if enabled() && !span.is_disabled() {
         span.set_status(Status::error(code.to_owned()));
     }
 }
 
 /// Adds an event named `name` with number attributes to `span`.
 pub fn event(span: &Span, name: &'static str, attributes: &[(&'static str, f64)]) {
-    if enabled() {
+    if enabled() && !span.is_disabled() {
         let attributes = attributes
             .iter()
             .map(|(k, v)| opentelemetry::KeyValue::new(*k, *v))

@@ -20,11 +20,45 @@ pub struct Settings {
 pub struct Export {
     pub endpoint: String,
     pub sampler: String,
+    /// The same sampler, read: what [`crate::sampled`] decides with.
+    pub sampling: Sampling,
     /// Each export request's bound (`OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`,
     /// `OTEL_EXPORTER_OTLP_TIMEOUT`; 10 s by default).
     pub timeout: Duration,
     /// Whether `OTEL_SERVICE_NAME` names the service (else the server's own name is used).
     pub named: bool,
+}
+
+/// Which traces are kept (`OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`): a trace that a
+/// caller started follows the caller's choice when `parent_based`; one that starts here keeps
+/// `root`'s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sampling {
+    pub parent_based: bool,
+    pub root: Root,
+}
+
+/// What a sampler decides for a trace that starts here.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Root {
+    Always,
+    Never,
+    /// Kept at this ratio (from 0 to 1).
+    Ratio(f64),
+}
+
+impl Sampling {
+    fn read(name: &str, ratio: f64) -> Sampling {
+        let root = match name.trim_start_matches("parentbased_") {
+            "always_on" => Root::Always,
+            "always_off" => Root::Never,
+            _ => Root::Ratio(ratio),
+        };
+        Sampling {
+            parent_based: name.starts_with("parentbased_"),
+            root,
+        }
+    }
 }
 
 const DEFAULT_ENDPOINT: &str = "http://localhost:4318";
@@ -89,10 +123,12 @@ impl Settings {
                 SAMPLERS.join(", ")
             ));
         }
-        let sampler = if sampler.ends_with("traceidratio") {
+        let (sampling, sampler) = if sampler.ends_with("traceidratio") {
             let arg = get("OTEL_TRACES_SAMPLER_ARG").unwrap_or_else(|| "1.0".into());
             match arg.parse::<f64>() {
-                Ok(r) if (0.0..=1.0).contains(&r) => format!("{sampler} {r}"),
+                Ok(r) if (0.0..=1.0).contains(&r) => {
+                    (Sampling::read(&sampler, r), format!("{sampler} {r}"))
+                }
                 _ => {
                     return Err(format!(
                         "OTEL_TRACES_SAMPLER_ARG={arg}: a ratio from 0 to 1 for {sampler}"
@@ -100,7 +136,7 @@ impl Settings {
                 }
             }
         } else {
-            sampler
+            (Sampling::read(&sampler, 1.0), sampler)
         };
         let timeout = match get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
             .or_else(|| get("OTEL_EXPORTER_OTLP_TIMEOUT"))
@@ -119,6 +155,7 @@ impl Settings {
             export: Some(Export {
                 endpoint,
                 sampler,
+                sampling,
                 timeout,
                 named: get("OTEL_SERVICE_NAME").is_some(),
             }),

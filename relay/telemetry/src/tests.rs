@@ -119,3 +119,63 @@ fn what_this_build_cannot_do_is_refused() {
         assert!(settings(&vars).is_err(), "{vars:?}");
     }
 }
+
+#[test]
+fn the_sampler_decides_as_the_variables_say() {
+    use crate::{Root, Sampling, decide};
+    let sampling = |vars: &[(&str, &str)]| {
+        let mut all = vec![("OTEL_TRACES_EXPORTER", "otlp")];
+        all.extend_from_slice(vars);
+        export(&all).sampling
+    };
+    let kept = relay_wire::TraceContext::from_values(
+        Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        None,
+    );
+    let dropped = relay_wire::TraceContext::from_values(
+        Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"),
+        None,
+    );
+    let (kept, dropped) = (kept.as_ref(), dropped.as_ref());
+    assert!(kept.is_some() && dropped.is_some());
+    let never = || -> f64 { panic!("no draw when the decision is made without one") };
+
+    // The default: the caller's choice, and every trace that starts here.
+    let default = sampling(&[]);
+    assert_eq!(
+        default,
+        Sampling {
+            parent_based: true,
+            root: Root::Always
+        }
+    );
+    assert!(decide(&default, kept, never));
+    assert!(!decide(&default, dropped, never));
+    assert!(decide(&default, None, never));
+
+    let ratio = sampling(&[
+        ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+        ("OTEL_TRACES_SAMPLER_ARG", "0.25"),
+    ]);
+    assert_eq!(ratio.root, Root::Ratio(0.25));
+    assert!(!decide(&ratio, dropped, never));
+    assert!(decide(&ratio, kept, never));
+    assert!(decide(&ratio, None, || 0.2));
+    assert!(!decide(&ratio, None, || 0.25));
+
+    // Not parent-based: the caller's flag is not asked.
+    let plain = sampling(&[
+        ("OTEL_TRACES_SAMPLER", "traceidratio"),
+        ("OTEL_TRACES_SAMPLER_ARG", "0.5"),
+    ]);
+    assert!(!plain.parent_based);
+    assert!(decide(&plain, dropped, || 0.1));
+    assert!(!decide(&plain, kept, || 0.9));
+
+    let off = sampling(&[("OTEL_TRACES_SAMPLER", "always_off")]);
+    assert!(!decide(&off, kept, never));
+    assert!(!decide(&off, None, never));
+    let parent_off = sampling(&[("OTEL_TRACES_SAMPLER", "parentbased_always_off")]);
+    assert!(decide(&parent_off, kept, never));
+    assert!(!decide(&parent_off, None, never));
+}
