@@ -121,3 +121,51 @@ test('without a caller\'s context the relay starts a trace of its own', async ()
     client.stop();
   }
 });
+
+test('under a parent-based sampler the relay follows the caller: no span for a dropped trace, whose context the tab gets as it came', async () => {
+  // Keeps a caller's sampled trace, drops its unsampled one, and starts none of its own.
+  const node = await startRelay({
+    ...receiver.env(),
+    OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+    OTEL_TRACES_SAMPLER_ARG: '0',
+  });
+  node.share(receiver);
+  const client = new VoiceRelayClient({ relayUrl: node.url, transports: ['websocket'] });
+  const metas = [];
+  client.handle('OpenPopover', (params, meta) => { metas.push(meta); });
+  const token = await within(5000, client.start(), 'client.start');
+  node.remember(token.token, token.apiKey);
+  await node.waitState(token.apiKey, 'online');
+  try {
+    const call = (headers) => node.call(
+      { apiKey: token.apiKey, toolName: 'OpenPopover', params: { message: 'hi' }, awaitResult: true },
+      { headers },
+    );
+    const dropped = callerSpan();
+    const droppedParent = dropped.traceparent.replace(/-01$/, '-00');
+    const first = await call({ traceparent: droppedParent });
+    assert.equal(first.status, 200);
+    const none = await call({});
+    assert.equal(none.status, 200);
+    const kept = callerSpan();
+    const third = await call({ traceparent: kept.traceparent });
+    assert.equal(third.status, 200);
+
+    assert.equal(metas[0].traceparent, droppedParent, 'the caller\'s context, as it came');
+    assert.equal(metas[1].traceparent, undefined);
+    const spans = await receiver.waitFor((all) => {
+      const mine = all.filter((s) => s.traceId === kept.traceId);
+      return mine.length >= 2 && mine;
+    }, 'the kept trace\'s spans');
+    assert.equal(spans.find((s) => s.name === 'tool_call').parentSpanId, kept.spanId);
+    // Spans go out in batches: one more batch later, the dropped calls still have none.
+    await sleep(600);
+    const all = await receiver.spans();
+    const ids = [first.body.callId, none.body.callId];
+    assert.deepEqual(all.filter((s) => ids.includes(s.attributes['relay.call_id'])), []);
+    assert.deepEqual(all.filter((s) => s.traceId === dropped.traceId), []);
+  } finally {
+    client.stop();
+    await node.stop();
+  }
+});

@@ -1,14 +1,17 @@
 //! Calls another node sent this node for a tab bound here ([`crate::delivery::hop`]): each is
 //! delivered as a call of this node would be (`local.rs`), to the socket the caller named if it
 //! still holds the key here, and its outcome goes back to the caller. A cancel from the caller
-//! ends the wait and tells the tab.
+//! ends the wait and tells the tab. When the caller's trace is kept, the delivery here has a span
+//! of its own (`deliver_held`, the caller's delivery span its parent), and the tab works inside
+//! it.
 
 use std::sync::Arc;
 
 use dashmap::DashMap;
-use relay_wire::CallMeta;
+use relay_wire::{CallMeta, TraceContext};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Span;
 
 use super::Delivery;
 use super::local::{Attempt, attempt, cancel};
@@ -16,6 +19,7 @@ use crate::app::App;
 use crate::delivery::hop::{Held, Hop, Incoming, Outcome};
 use crate::store::keys::{Binding, KeyShared};
 use crate::store::redis::rid;
+use crate::telemetry;
 
 /// Serves the calls other nodes send this node until the node stops.
 pub async fn serve_held(app: Arc<App>, hop: Arc<Hop>) {
@@ -58,8 +62,36 @@ fn holder(app: &App, rid_wanted: &str, sid: &str) -> Option<(Binding, Arc<KeySha
     (binding.sid().to_string() == sid).then_some((binding, shared))
 }
 
+/// The span of a delivery on this node for a call from another, when the caller's trace is kept:
+/// the caller's delivery span is its parent. None otherwise (no span of a trace the caller
+/// dropped, and no trace started here).
+fn held_span(held: &Held) -> Span {
+    if !telemetry::enabled() {
+        return Span::none();
+    }
+    let parent = TraceContext::from_values(held.traceparent.as_deref(), held.tracestate.as_deref());
+    let Some(parent) = parent.filter(|p| p.parent.sampled()) else {
+        return Span::none();
+    };
+    let span = tracing::info_span!(
+        "deliver_held",
+        otel.kind = "consumer",
+        otel.name = "deliver_held",
+        relay.call_id = %held.id,
+        relay.attempt = i64::from(held.attempt),
+    );
+    telemetry::adopt(&span, &parent);
+    span
+}
+
 async fn run(app: &App, hop: &Hop, mut held: Held, stop: CancellationToken) {
     let deadline = Instant::now() + held.timeout;
+    let span = held_span(&held);
+    // The tab works inside this node's span when there is one.
+    if let Some(own) = telemetry::context_of(&span) {
+        held.traceparent = Some(own.parent.as_str().to_owned());
+        held.tracestate = own.state.as_ref().map(|s| s.as_str().to_owned());
+    }
     let (outcome, answer, failure) = match holder(app, &held.rid, &held.sid) {
         None => (Outcome::Gone, None, None),
         Some((binding, shared)) => {
@@ -70,8 +102,9 @@ async fn run(app: &App, hop: &Hop, mut held: Held, stop: CancellationToken) {
                     call_id: held.id.to_string(),
                     expects_result: held.awaited,
                     deadline_ms: held.awaited.then(|| held.timeout.as_millis().max(1) as u64),
-                    // The caller's delivery span (or its caller's context): the tab works
-                    // inside it, and the handler's time goes back with the answer.
+                    // This node's span, else the caller's delivery span (or its caller's
+                    // context): the tab works inside it, and the handler's time goes back with
+                    // the answer.
                     traceparent: held.traceparent.take(),
                     tracestate: held.tracestate.take(),
                     accepts_handler_ms: held.awaited,
@@ -114,6 +147,9 @@ async fn run(app: &App, hop: &Hop, mut held: Held, stop: CancellationToken) {
     let failure = failure
         .as_ref()
         .map(|(code, message)| (*code, message.as_str()));
+    if let Some((code, _)) = failure {
+        telemetry::fail(&span, code);
+    }
     if hop
         .reply(&held, outcome, answer.as_deref(), failure)
         .await
