@@ -115,9 +115,12 @@ pub fn init(
     let tracer = opentelemetry::trace::TracerProvider::tracer(&provider, service);
     // Only the servers' own spans (each names its `otel.kind`) go out: log lines stay logs, so
     // nothing a log line holds reaches a span.
+    // They are all `info` spans: with that hint, the `debug` and `trace` lines of the libraries
+    // stay cut off by the level check alone, as they are while export is off.
     let spans_only = tracing_subscriber::filter::filter_fn(|meta| {
         meta.is_span() && meta.fields().field("otel.kind").is_some()
-    });
+    })
+    .with_max_level_hint(tracing::level_filters::LevelFilter::INFO);
     let otel = tracing_opentelemetry::layer()
         .with_tracer(tracer)
         .with_location(false)
