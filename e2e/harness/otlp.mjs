@@ -51,6 +51,8 @@ export class OtlpReceiver extends Server {
     return eventually(async () => check(await this.spans()), what, ms, 100);
   }
 
+  /** Its log and every payload: protobuf, whose random ids may hold any byte (an escape code's
+   * too), so the plain-text check of logs is made of its log only. */
   logText() {
     let payloads = '';
     try { payloads = readFileSync(this.payloads, 'latin1'); } catch { /* none received */ }

@@ -8,6 +8,11 @@
 // agent-worker/node/test/scripted-agent.mjs), because no language model can run here. Its voice
 // is espeak-ng, a real local TTS, in both.
 //
+// With the Python agent, the relay, the worker and the agent export their spans to a real
+// OTLP/HTTP receiver (e2e/harness/otlp.mjs): each tool call of the agent is one trace, LiveKit
+// Agents' own function_tool span the parent of the worker's, down to the relay's tool_call; no
+// span holds a key, a token or a secret.
+//
 // SDK participants (the agent) never gather loopback ICE candidates, so this file runs inside a
 // network namespace holding a veth pair (10.213.0.1), which `scripts/manage.sh test` creates
 // before and removes after (scripts/netns.sh). Nothing leaves that namespace.
@@ -19,8 +24,9 @@ import { createHash } from 'node:crypto';
 import { tmpdir, networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
+import { AgentDispatchClient } from 'livekit-server-sdk';
 import {
-  startRelay, startWorker, startLivekit, livekitBin, runWorker, spawnLogged, stopProcess, eventually, sleep,
+  startRelay, startWorker, startLivekit, startOtlpReceiver, livekitBin, runWorker, spawnLogged, stopProcess, eventually, sleep,
   LIVEKIT_KEY, logDir, toolsDir, repoRoot, nodeAgentDir, nodeScriptedAgent, pythonScriptedAgent,
 } from '../harness/index.mjs';
 import { CHROMIUM, pageWithoutMicrophoneApi, shot } from '../browser/browser.mjs';
@@ -41,6 +47,9 @@ const AGENTS = {
     position: 'Present',
     // Its scripted LLM answers a typed turn too.
     answersText: true,
+    // It exports its spans (agent-worker/reference/python/agent.py, export_spans) when the
+    // OTEL_* variables ask for it, as the relay and the worker do.
+    traces: true,
     ready: () => assert.ok(existsSync(python), `no Python venv at ${python}: scripts/manage.sh test makes it`),
     // The reference agent (agent-worker/reference/python) and the library of this checkout.
     command: () => [python, [pythonScriptedAgent, 'start'], {
@@ -72,6 +81,11 @@ export function voiceRoom(kind) {
   let context;
   let page;
   let apiKey;
+  let livekitSecret;
+  /** The OTLP/HTTP receiver the relay, the worker and the agent export to (when spec.traces). */
+  let receiver;
+  /** The variables that send a process's spans there (none without a receiver). */
+  let otel = {};
   const timings = {};
   const agentEvents = [];
   const pageErrors = [];
@@ -108,6 +122,7 @@ export function voiceRoom(kind) {
       WORKER_STATE_FILE: join(dir, 'worker-sessions.json'),
       // Each user who joins gets the agent dispatched for them, with their session token.
       WORKER_AGENT_NAME: AGENT_NAME,
+      ...otel,
       ...extra,
     });
   }
@@ -123,8 +138,16 @@ export function voiceRoom(kind) {
     const wav = join(dir, 'mic.wav');
     execFileSync('sh', ['-c', `espeak-ng -s 150 -w ${dir}/speech.wav "Hello agent. Please draw a card for me. I want to know where I stand." && sox ${dir}/speech.wav -r 48000 -c 1 -b 16 ${wav}`]);
 
-    const livekitSecret = `lk-${createHash('sha256').update(String(Math.random())).digest('hex')}`;
-    relay = await startRelay({ LIVEKIT_URL: `ws://127.0.0.1:${LIVEKIT_PORT}`, LIVEKIT_API_SECRET: livekitSecret, RUST_LOG: 'info' }, { name: `${spec.prefix}-relay` });
+    livekitSecret = `lk-${createHash('sha256').update(String(Math.random())).digest('hex')}`;
+    if (spec.traces) {
+      receiver = await startOtlpReceiver();
+      // No OTEL_SERVICE_NAME: each process names itself (voice-relay, agent-worker,
+      // voice-relay-agent).
+      otel = receiver.env();
+    }
+    relay = await startRelay({ LIVEKIT_URL: `ws://127.0.0.1:${LIVEKIT_PORT}`, LIVEKIT_API_SECRET: livekitSecret, RUST_LOG: 'info', ...otel }, { name: `${spec.prefix}-relay` });
+    // Whatever the relay (and so the worker) must not log, no span may hold either.
+    if (receiver) relay.share(receiver);
     worker = await startWorkerHere();
 
     // LiveKit's own server, configured as scripts/manage.sh does, but with its ICE address on the
@@ -151,6 +174,7 @@ export function voiceRoom(kind) {
       LIVEKIT_API_SECRET: livekitSecret,
       WORKER_URL: worker.url,
       AGENT_NAME,
+      ...otel,
       ...(process.env.PYTHONPATH ? { PYTHONPATH: process.env.PYTHONPATH } : {}),
       ...agentEnv,
     }, (line) => {
@@ -187,8 +211,13 @@ export function voiceRoom(kind) {
     await worker?.stop().catch(() => {});
     await relay?.stop().catch(() => {});
     await livekit?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-    if (Object.keys(timings).length) console.log(`voice room timings${spec.label} (ms): ${JSON.stringify(timings)}`);
+    try {
+      // After the rest, whose last spans are flushed as they stop: every payload is searched.
+      await receiver?.stop();
+    } finally {
+      if (dir) rmSync(dir, { recursive: true, force: true });
+      if (Object.keys(timings).length) console.log(`voice room timings${spec.label} (ms): ${JSON.stringify(timings)}`);
+    }
   });
 
   test(`the page joins the room: relay bound, voice connected, the worker opens the session from LiveKit's webhook${spec.label}`, async () => {
@@ -260,6 +289,72 @@ export function voiceRoom(kind) {
     await page.waitForSelector('#transcript-list li[data-speaker="agent"][data-final="true"]', { state: 'attached', timeout: 20000 });
     await shot(page, `${spec.prefix}-04-card-drawn`);
   });
+
+  if (spec.traces) {
+    test(`one trace per tool call: LiveKit Agents' function_tool span is the parent of the worker's, whose spans lead to the relay's tool_call; no span holds a key, a token or a secret${spec.label}`, async () => {
+      // The agent's session token, from its dispatch's metadata (LiveKit's own server SDK, as an
+      // operator would list it): searched for in every span, as the key and the secrets are.
+      const room = (await page.textContent('#dev-room')).trim();
+      const dispatches = await new AgentDispatchClient(`http://127.0.0.1:${LIVEKIT_PORT}`, LIVEKIT_KEY, livekitSecret).listDispatch(room);
+      const dispatch = dispatches.find((d) => d.agentName === AGENT_NAME);
+      assert.ok(dispatch, `the agent's dispatch in ${room}: ${JSON.stringify(dispatches.map((d) => d.agentName))}`);
+      const grant = JSON.parse(dispatch.metadata);
+      assert.equal(grant.apiKey, apiKey);
+      assert.equal(grant.agentToken.split('.').length, 3);
+      relay.remember(grant.agentToken);
+
+      // The scripted agent called OpenPopover, enter_spread and draw_card; the first and the
+      // last reached the tab through the relay.
+      const byId = (spans) => new Map(spans.map((s) => [s.spanId, s]));
+      const traceOf = (name) => (spans) => {
+        const tool = spans.find((s) => s.service === 'voice-relay-agent' && s.name === 'function_tool'
+          && s.attributes['lk.function_tool.name'] === name);
+        // The worker's spans whose parent is the agent's (the call's request; a mode change's
+        // GET /agent/tools too), and the tool span under one of them.
+        const children = tool ? spans.filter((s) => s.service === 'agent-worker' && s.parentSpanId === tool.spanId) : [];
+        const toolSpan = spans.find((s) => s.name === `tool ${name}` && children.some((c) => c.spanId === s.parentSpanId));
+        const callId = toolSpan?.attributes['relay.call_id'];
+        const relayCall = callId && spans.find((s) => s.service === 'voice-relay' && s.name === 'tool_call'
+          && s.attributes['relay.call_id'] === callId);
+        if (!relayCall) return null;
+        const request = children.find((c) => c.spanId === toolSpan.parentSpanId);
+        return { tool, request, toolSpan, relayCall, spans: byId(spans) };
+      };
+      for (const name of ['OpenPopover', 'draw_card']) {
+        const { tool, request, toolSpan, relayCall, spans } = await receiver.waitFor(traceOf(name), `the spans of ${name} from the agent to the relay`, 20000);
+        assert.equal(tool.scope, 'livekit-agents', 'LiveKit Agents\' own span');
+        assert.equal(request.parentSpanId, tool.spanId, 'the worker continues the agent\'s function_tool span');
+        assert.equal(request.kind, 'server');
+        assert.equal(request.name, 'POST /agent/tools/{name}');
+        assert.equal(relayCall.attributes['relay.tool'], name);
+        assert.equal(relayCall.status.code, 'unset', `${name} succeeded`);
+        // Up from the relay's span, each parent received, to the worker's request span.
+        const chain = [relayCall];
+        for (let at = relayCall; at.spanId !== request.spanId;) {
+          at = spans.get(at.parentSpanId);
+          assert.ok(at, `the chain from ${name}'s tool_call breaks after ${chain.map((s) => `${s.service}/${s.name}`).join(' <- ')}`);
+          assert.ok(chain.length < 10, 'a parent chain of at most ten spans');
+          chain.push(at);
+        }
+        assert.ok(chain.includes(toolSpan), `the worker's tool span is on the way: ${chain.map((s) => s.name).join(' <- ')}`);
+        assert.deepEqual([chain[1].service, chain[1].kind], ['agent-worker', 'client'], 'the worker\'s attempt at the relay is the relay span\'s parent');
+        for (const s of [tool, ...chain]) assert.equal(s.traceId, tool.traceId, `${s.service}/${s.name} is in the agent's trace`);
+      }
+      // The search the harness makes of every server's log, over every payload received so far
+      // (again when the receiver stops); and no token of any kind (a JWT: LiveKit's, the relay's).
+      receiver.assertLogClean();
+      const jwt = receiver.logText().match(/eyJ[\w-]{10,}\.eyJ[\w-]{10,}\.[\w-]*/);
+      assert.equal(jwt, null, 'a span holds a token');
+      // Nor the conversation: the tools' arguments and results and the agent's words stay off the
+      // spans (the agent exports with LiveKit Agents' allow_pii=False; the relay without
+      // RELAY_TRACE_PAYLOADS).
+      const said = agentEvents.find((e) => e.event === 'said' && /^You drew/.test(e.text));
+      assert.ok(said, 'the agent named the card');
+      for (const words of ['Hello from the agent', 'Where you stand now', said.text]) {
+        assert.ok(!receiver.logText().includes(words), `a span holds "${words}"`);
+      }
+    });
+  }
 
   if (spec.answersText) {
     test(`text chat: a typed message goes to the agent on lk.chat; its reply comes back in the transcript${spec.label}`, async () => {

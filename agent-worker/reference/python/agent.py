@@ -291,34 +291,36 @@ async def run_session(
 # -- The LiveKit server and its entrypoint ---------------------------------------------------
 
 
-#: Set once this process exports its spans.
-_EXPORTING = False
+#: The provider this process exports its spans with, once it does.
+_PROVIDER: object | None = None
 
 
-def export_spans() -> None:
-    """Exports LiveKit Agents' spans (a ``function_tool`` span per tool call, the parent of the
-    worker's and the relay's: the library sends its context) over OTLP/HTTP when the standard
-    ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set, with the
-    SDK's other ``OTEL_*`` settings (sampler, headers, ``OTEL_SERVICE_NAME``). What the user
-    said and the tools' arguments stay off the spans (``allow_pii=False``). Once per process."""
-    global _EXPORTING
-    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_ENDPOINT"
-    )
-    if _EXPORTING or not endpoint or os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
-        return
+def export_spans(tracing: config.Tracing | None) -> bool:
+    """Exports LiveKit Agents' spans over OTLP/HTTP when ``tracing`` (the ``OTEL_*`` variables,
+    read by ``config.py``) asks for it; once per process. Each tool call is LiveKit Agents'
+    ``function_tool`` span, current while the tool runs: the library sends its context to the
+    worker (``traceparent``), so the worker's and the relay's spans of the call are its
+    children, in the same trace. What the user said and the tools' arguments and results stay
+    off the spans (``allow_pii=False``). True when spans are exported."""
+    global _PROVIDER
+    if _PROVIDER is not None:
+        return True
+    if tracing is None:
+        return False
     from livekit.agents import telemetry
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    name = os.environ.get("OTEL_SERVICE_NAME") or "voice-relay-agent"
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    # The sampler (OTEL_TRACES_SAMPLER), the headers, the timeout, the batching (OTEL_BSP_*)
+    # and OTEL_RESOURCE_ATTRIBUTES are the SDK's own reading of the environment.
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: tracing.service_name}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=tracing.endpoint)))
     telemetry.set_tracer_provider(provider, allow_pii=False)
-    _EXPORTING = True
-    logger.info("spans exported over OTLP/HTTP")
+    _PROVIDER = provider
+    logger.info(tracing.describe())
+    return True
 
 
 def build_server(
@@ -339,7 +341,7 @@ def build_server(
     process, no per-job interpreter start; ``process`` isolates each job instead. Spans are
     exported when the ``OTEL_*`` variables say so (:func:`export_spans`).
     """
-    export_spans()
+    export_spans(settings.tracing)
     kwargs: dict[str, Any] = {
         "job_executor_type": JobExecutorType.THREAD
         if settings.job_executor == "thread"
@@ -364,11 +366,11 @@ def build_server(
 def prewarm(proc: JobProcess) -> None:
     """Loads the VAD before a job arrives, when an STT will need it; a job process exports its
     own spans."""
-    export_spans()
     try:
         settings, _ = config.load()
     except config.ConfigError:
         return
+    export_spans(settings.tracing)
     if settings.stt is not None:
         load_vad(proc)
 
@@ -408,6 +410,8 @@ def describe(settings: config.Settings, notes: Sequence[str]) -> None:
         lines.append(f"STT {settings.stt.describe()}")
     if settings.tts is not None:
         lines.append(f"TTS {settings.tts.describe()}")
+    if settings.tracing is not None:
+        lines.append(settings.tracing.describe())
     for line in [*lines, *notes]:
         print(f"voice-relay-agent: {line}", file=sys.stderr)
 

@@ -30,6 +30,20 @@ NO_API_KEY = "not-set"
 
 JobExecutor = Literal["thread", "process"]
 
+#: The OTLP/HTTP collector's base URL when OTEL_TRACES_EXPORTER=otlp names no endpoint.
+DEFAULT_OTLP_ENDPOINT = "http://localhost:4318"
+#: The service name of the agent's spans unless OTEL_SERVICE_NAME says otherwise.
+DEFAULT_SERVICE_NAME = "voice-relay-agent"
+#: The samplers of OTEL_TRACES_SAMPLER that the OpenTelemetry SDK reads.
+SAMPLERS = (
+    "always_on",
+    "always_off",
+    "traceidratio",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    "parentbased_traceidratio",
+)
+
 
 class ConfigError(Exception):
     """Configuration that stops the agent from starting; ``problems`` has one line each."""
@@ -62,6 +76,27 @@ class EspeakSettings:
 
 
 @dataclass(frozen=True)
+class Tracing:
+    """Span export over OTLP/HTTP (protobuf): the traces endpoint and the service name.
+
+    The SDK reads the other standard settings itself (``OTEL_EXPORTER_OTLP_HEADERS``, the
+    timeout, ``OTEL_TRACES_SAMPLER``, ``OTEL_BSP_*``, ``OTEL_RESOURCE_ATTRIBUTES``).
+    """
+
+    endpoint: str = field(repr=False)
+    service_name: str = DEFAULT_SERVICE_NAME
+
+    def describe(self) -> str:
+        """Where spans go, without the endpoint's user information or query (either may hold
+        a credential)."""
+        scheme, _, rest = self.endpoint.partition("://")
+        authority, slash, path = rest.partition("/")
+        host = authority.rpartition("@")[2]
+        path = (slash + path).split("?")[0].split("#")[0]
+        return f"spans of {self.service_name} to {scheme}://{host}{path} over OTLP/HTTP"
+
+
+@dataclass(frozen=True)
 class Settings:
     worker_url: str
     #: The name the agent registers under: LiveKit dispatches it only when asked for it by
@@ -79,6 +114,8 @@ class Settings:
     load_threshold: float | None = None
     http_port: int | None = None
     drain_timeout_s: int | None = None
+    #: Span export, or ``None`` when the ``OTEL_*`` variables do not ask for it.
+    tracing: Tracing | None = None
 
 
 def _get(env: Mapping[str, str], name: str) -> str | None:
@@ -147,6 +184,65 @@ def _endpoint(
         )
         return None
     return Endpoint(model=model or default_model, api_key=api_key)
+
+
+def _tracing(env: Mapping[str, str], problems: list[str]) -> Tracing | None:
+    """Span export as the standard OpenTelemetry variables ask for it, read as the relay and
+    the worker read them: on with ``OTEL_TRACES_EXPORTER=otlp`` or an OTLP endpoint
+    (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, the full URL, or ``OTEL_EXPORTER_OTLP_ENDPOINT``,
+    the collector's base URL) and no exporter named; off with ``OTEL_TRACES_EXPORTER=none``,
+    ``OTEL_SDK_DISABLED=true`` or none of them. What this agent cannot do (another exporter,
+    another protocol, an unknown sampler, a ratio outside 0 to 1) is a problem, not a silent
+    fallback."""
+    if (_get(env, "OTEL_SDK_DISABLED") or "").lower() == "true":
+        return None
+    traces_endpoint = _get(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    base = _get(env, "OTEL_EXPORTER_OTLP_ENDPOINT")
+    exporter = _get(env, "OTEL_TRACES_EXPORTER")
+    if exporter is None:
+        if traces_endpoint is None and base is None:
+            return None
+    elif exporter == "none":
+        return None
+    elif exporter != "otlp":
+        problems.append(
+            f"OTEL_TRACES_EXPORTER={exporter!r}: this agent exports spans over OTLP only "
+            "(otlp or none)"
+        )
+        return None
+    protocol = _get(env, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or _get(
+        env, "OTEL_EXPORTER_OTLP_PROTOCOL"
+    )
+    if protocol is not None and protocol != "http/protobuf":
+        problems.append(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: this agent sends OTLP over HTTP with "
+            "protobuf only (http/protobuf)"
+        )
+    sampler = _get(env, "OTEL_TRACES_SAMPLER")
+    if sampler is not None and sampler not in SAMPLERS:
+        problems.append(f"OTEL_TRACES_SAMPLER={sampler!r} is not one of {', '.join(SAMPLERS)}")
+    ratio = _get(env, "OTEL_TRACES_SAMPLER_ARG")
+    if sampler is not None and sampler.endswith("traceidratio") and ratio is not None:
+        try:
+            in_range = 0.0 <= float(ratio) <= 1.0
+        except ValueError:
+            in_range = False
+        if not in_range:
+            problems.append(f"OTEL_TRACES_SAMPLER_ARG={ratio!r}: a ratio from 0 to 1 for {sampler}")
+    if traces_endpoint is not None:
+        endpoint = traces_endpoint
+    else:
+        endpoint = (base or DEFAULT_OTLP_ENDPOINT).rstrip("/") + "/v1/traces"
+    if not endpoint.startswith(("http://", "https://")):
+        # Named by its variable only: the value may carry a credential.
+        named = (
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+            if traces_endpoint
+            else "OTEL_EXPORTER_OTLP_ENDPOINT"
+        )
+        problems.append(f"{named} is not an http(s) URL")
+        return None
+    return Tracing(endpoint, _get(env, "OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME)
 
 
 def livekit_problems(env: Mapping[str, str], argv: Sequence[str] = ()) -> list[str]:
@@ -281,6 +377,7 @@ def load(
         load_threshold=load_threshold,
         http_port=http_port,
         drain_timeout_s=drain_timeout_s,
+        tracing=_tracing(env, problems),
     )
     if problems:
         raise ConfigError(problems)
