@@ -12,12 +12,20 @@
  * worker unreachable, no answer in time): the method throws a {@link WorkerError}; the tool
  * ran and failed (tab offline, the tab answered an error, invalid arguments): `callTool`
  * returns a {@link CallOutcome} whose `error` holds the same typed error as a value.
+ *
+ * Inside an OpenTelemetry span (LiveKit Agents' `function_tool` span while a tool runs, when the
+ * agent exports its spans), each request carries that span's context as W3C `traceparent` and
+ * `tracestate`, so the worker's spans are its children.
  */
 import { randomBytes } from 'node:crypto';
+import { context, defaultTextMapSetter } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { WorkerError, errorFromAnswer, isObject } from './errors.js';
 import { fingerprint, isApiKey } from './keys.js';
 
 export const KEY_HEADER = 'X-Voice-Agent-Key';
+/** Writes the current span's W3C context into a request's headers. */
+const TRACE_CONTEXT = new W3CTraceContextPropagator();
 export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
 /** Attempts of one call when the worker cannot be reached or answers 503 (one Idempotency-Key). */
 export const CALL_ATTEMPTS = 3;
@@ -291,6 +299,8 @@ export class WorkerClient {
     const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
     const headers: Record<string, string> = { ...this.#headers, ...extra };
     if (body !== undefined) headers['content-type'] = 'application/json';
+    // The current span's context, if there is one: nothing is added outside a span.
+    TRACE_CONTEXT.inject(context.active(), headers, defaultTextMapSetter);
     try {
       const response = await this.#fetch(this.url + path, {
         method,
