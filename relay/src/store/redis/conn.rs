@@ -114,22 +114,30 @@ impl Drop for Timed<'_> {
     }
 }
 
+/// `sent` as it is without a meter; with one, timed from now to its answer ([`Timed`]).
+fn metered<'a, T: Send + 'a>(
+    meter: Option<&'a LaneMeter>,
+    sent: RedisFuture<'a, T>,
+) -> RedisFuture<'a, T> {
+    let Some(meter) = meter else {
+        return sent;
+    };
+    Box::pin(async move {
+        let timed = Timed {
+            meter,
+            started: Instant::now(),
+            done: false,
+        };
+        let answer = sent.await;
+        timed.finish(&answer);
+        answer
+    })
+}
+
 impl ConnectionLike for Metered<'_> {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        let Some(meter) = self.meter else {
-            return self.conn.req_packed_command(cmd);
-        };
         let sent = self.conn.req_packed_command(cmd);
-        Box::pin(async move {
-            let timed = Timed {
-                meter,
-                started: Instant::now(),
-                done: false,
-            };
-            let answer = sent.await;
-            timed.finish(&answer);
-            answer
-        })
+        metered(self.meter, sent)
     }
 
     fn req_packed_commands<'a>(
@@ -138,20 +146,8 @@ impl ConnectionLike for Metered<'_> {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        let Some(meter) = self.meter else {
-            return self.conn.req_packed_commands(pipeline, offset, count);
-        };
         let sent = self.conn.req_packed_commands(pipeline, offset, count);
-        Box::pin(async move {
-            let timed = Timed {
-                meter,
-                started: Instant::now(),
-                done: false,
-            };
-            let answer = sent.await;
-            timed.finish(&answer);
-            answer
-        })
+        metered(self.meter, sent)
     }
 
     fn get_db(&self) -> i64 {
