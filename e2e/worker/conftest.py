@@ -189,12 +189,17 @@ def workers(stack: Stack, tmp_path: Path) -> Iterator[WorkerFactory]:
                 assert secret not in text, "a worker log holds a whole key, token or secret"
 
 
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def start_stack(
+    logs: Path,
+    label: str,
+    env: dict[str, str] | None = None,
+    worker_env: dict[str, str] | None = None,
+) -> Stack:
+    """A relay and a worker on free ports with fresh secrets, logging to ``logs`` under
+    ``label``; ``env`` goes to both, ``worker_env`` to the worker alone. The caller stops
+    them."""
     if not RELAY_BIN.exists() or not WORKER_BIN.exists():
         pytest.fail(f"build the binaries first (cargo build --bins): {RELAY_BIN}, {WORKER_BIN}")
-    logs = Path(os.environ.get("TEST_LOG_DIR") or tmp_path_factory.mktemp("logs"))
-    logs.mkdir(parents=True, exist_ok=True)
     worker_secret = "ws-" + secrets.token_hex(24)
     operator_secret = "os-" + secrets.token_hex(24)
     livekit_secret = "lk-" + secrets.token_hex(24)
@@ -206,6 +211,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "LIVEKIT_API_SECRET": livekit_secret,
         "RELAY_WORKER_SECRET": worker_secret,
         "RELAY_OPERATOR_SECRET": operator_secret,
+        **(env or {}),
     }
     pid = os.getpid()
     relay = launch(
@@ -220,19 +226,19 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             # Tabs here take their tokens without a credential (the demo's mode).
             "RELAY_TOKEN_MODE": "open",
         },
-        logs / f"python-relay-{pid}.log",
+        logs / f"{label}-relay-{pid}.log",
     )
     try:
         worker = launch(
             "agent-worker",
             [str(WORKER_BIN), "serve"],
-            {**base, "WORKER_ADDR": "127.0.0.1:0", "RELAY_URL": relay.url},
-            logs / f"python-worker-{pid}.log",
+            {**base, "WORKER_ADDR": "127.0.0.1:0", "RELAY_URL": relay.url, **(worker_env or {})},
+            logs / f"{label}-worker-{pid}.log",
         )
     except BaseException:
         relay.stop()
         raise
-    stack = Stack(
+    return Stack(
         relay,
         worker,
         worker_secret,
@@ -240,6 +246,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         livekit_secret,
         {worker_secret, operator_secret, livekit_secret, seed},
     )
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    logs = Path(os.environ.get("TEST_LOG_DIR") or tmp_path_factory.mktemp("logs"))
+    logs.mkdir(parents=True, exist_ok=True)
+    stack = start_stack(logs, "python")
+    relay, worker = stack.relay, stack.worker
     try:
         yield stack
     finally:

@@ -10,10 +10,8 @@ for the keys and secrets the test saw."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
-import secrets
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +24,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from voice_relay_agent.client import WorkerClient
 
-from conftest import RELAY_BIN, WORKER_BIN, Server, Stack, launch
+from conftest import Server, Stack, start_stack
 from mcp_support import Tab, mcp_client
 from otlp_receiver import Receiver
 
@@ -93,60 +91,17 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traced]:
     receiver = Receiver(logs / f"otlp-payloads-python-{os.getpid()}.bin").start()
     catalog = tmp_path_factory.mktemp("catalog") / "catalog.json"
     catalog.write_text(json.dumps(CATALOG))
-    worker_secret = "ws-" + secrets.token_hex(24)
-    operator_secret = "os-" + secrets.token_hex(24)
-    livekit_secret = "lk-" + secrets.token_hex(24)
-    seed = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
     otel = {
         "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
         "OTEL_TRACES_SAMPLER": "parentbased_always_on",
         "OTEL_BSP_SCHEDULE_DELAY": "200",
     }
-    base = {
-        "PATH": os.environ.get("PATH", ""),
-        "RUST_LOG": "debug",
-        "LIVEKIT_API_KEY": "devkey",
-        "LIVEKIT_API_SECRET": livekit_secret,
-        "RELAY_WORKER_SECRET": worker_secret,
-        "RELAY_OPERATOR_SECRET": operator_secret,
-        **otel,
-    }
-    pid = os.getpid()
-    relay = launch(
-        "relay",
-        [str(RELAY_BIN)],
-        {
-            **base,
-            "RELAY_ADDR": "127.0.0.1:0",
-            "RELAY_SESSION_KEYS": f"k1:{seed}",
-            "RELAY_TOKEN_MODE": "open",
-        },
-        logs / f"python-traced-relay-{pid}.log",
-    )
     try:
-        worker = launch(
-            "agent-worker",
-            [str(WORKER_BIN), "serve"],
-            {
-                **base,
-                "WORKER_ADDR": "127.0.0.1:0",
-                "RELAY_URL": relay.url,
-                "WORKER_CATALOG": str(catalog),
-            },
-            logs / f"python-traced-worker-{pid}.log",
-        )
+        stack = start_stack(logs, "python-traced", otel, {"WORKER_CATALOG": str(catalog)})
     except BaseException:
-        relay.stop()
         receiver.stop()
         raise
-    stack = Stack(
-        relay,
-        worker,
-        worker_secret,
-        operator_secret,
-        livekit_secret,
-        {worker_secret, operator_secret, livekit_secret, seed},
-    )
+    relay, worker = stack.relay, stack.worker
     try:
         yield Traced(stack, receiver)
     finally:
