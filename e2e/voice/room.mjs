@@ -8,7 +8,7 @@
 // agent-worker/node/test/scripted-agent.mjs), because no language model can run here. Its voice
 // is espeak-ng, a real local TTS, in both.
 //
-// With the Python agent, the relay, the worker and the agent export their spans to a real
+// With either agent, the relay, the worker and the agent export their spans to a real
 // OTLP/HTTP receiver (e2e/harness/otlp.mjs): each tool call of the agent is one trace, LiveKit
 // Agents' own function_tool span the parent of the worker's, down to the relay's tool_call; no
 // span holds a key, a token or a secret.
@@ -50,6 +50,8 @@ const AGENTS = {
     // It exports its spans (agent-worker/reference/python/agent.py, export_spans) when the
     // OTEL_* variables ask for it, as the relay and the worker do.
     traces: true,
+    // A tool runs inside its function_tool span: the worker's request is that span's child.
+    toolInItsSpan: true,
     ready: () => assert.ok(existsSync(python), `no Python venv at ${python}: scripts/manage.sh test makes it`),
     // The reference agent (agent-worker/reference/python) and the library of this checkout.
     command: () => [python, [pythonScriptedAgent, 'start'], {
@@ -63,6 +65,12 @@ const AGENTS = {
     // LiveKit Agents for Node keeps a reply's tools for all its steps: its script draws the
     // card in a second reply (see scripted-agent.mjs).
     position: 'Past',
+    // It exports its spans (exportSpans of agent-worker/node) when the OTEL_* variables ask.
+    traces: true,
+    // LiveKit Agents 1.9 for Node starts a tool before it opens the tool's function_tool span,
+    // so while the tool runs the current span is the turn's (agent_turn): the worker's request
+    // is a sibling of function_tool, both children of the turn's span, in the same trace.
+    toolInItsSpan: false,
     ready: () => assert.ok(existsSync(join(nodeAgentDir, 'dist/index.js')), 'agent-worker/node is not built: npm ci && npm run build there'),
     command: () => [process.execPath, [nodeScriptedAgent, 'start'], {}],
   },
@@ -291,7 +299,9 @@ export function voiceRoom(kind) {
   });
 
   if (spec.traces) {
-    test(`one trace per tool call: LiveKit Agents' function_tool span is the parent of the worker's, whose spans lead to the relay's tool_call; no span holds a key, a token or a secret${spec.label}`, async () => {
+    const parentage = spec.toolInItsSpan ? 'LiveKit Agents\' function_tool span is the parent of the worker\'s'
+      : 'LiveKit Agents\' function_tool span and the worker\'s are children of the same agent_turn span';
+    test(`one trace per tool call: ${parentage}, whose spans lead to the relay's tool_call; no span holds a key, a token or a secret${spec.label}`, async () => {
       // The agent's session token, from its dispatch's metadata (LiveKit's own server SDK, as an
       // operator would list it): searched for in every span, as the key and the secrets are.
       const room = (await page.textContent('#dev-room')).trim();
@@ -311,7 +321,8 @@ export function voiceRoom(kind) {
           && s.attributes['lk.function_tool.name'] === name);
         // The worker's spans whose parent is the agent's (the call's request; a mode change's
         // GET /agent/tools too), and the tool span under one of them.
-        const children = tool ? spans.filter((s) => s.service === 'agent-worker' && s.parentSpanId === tool.spanId) : [];
+        const parent = tool && (spec.toolInItsSpan ? tool.spanId : tool.parentSpanId);
+        const children = tool ? spans.filter((s) => s.service === 'agent-worker' && s.parentSpanId === parent) : [];
         const toolSpan = spans.find((s) => s.name === `tool ${name}` && children.some((c) => c.spanId === s.parentSpanId));
         const callId = toolSpan?.attributes['relay.call_id'];
         const relayCall = callId && spans.find((s) => s.service === 'voice-relay' && s.name === 'tool_call'
@@ -323,7 +334,14 @@ export function voiceRoom(kind) {
       for (const name of ['OpenPopover', 'draw_card']) {
         const { tool, request, toolSpan, relayCall, spans } = await receiver.waitFor(traceOf(name), `the spans of ${name} from the agent to the relay`, 20000);
         assert.equal(tool.scope, 'livekit-agents', 'LiveKit Agents\' own span');
-        assert.equal(request.parentSpanId, tool.spanId, 'the worker continues the agent\'s function_tool span');
+        if (spec.toolInItsSpan) {
+          assert.equal(request.parentSpanId, tool.spanId, 'the worker continues the agent\'s function_tool span');
+        } else {
+          const turn = spans.get(tool.parentSpanId);
+          assert.ok(turn, 'the function_tool span\'s parent is exported');
+          assert.deepEqual([turn.service, turn.scope, turn.name], ['voice-relay-agent', 'livekit-agents', 'agent_turn']);
+          assert.equal(request.parentSpanId, turn.spanId, 'the worker continues the span current in the tool: the turn of its function_tool span');
+        }
         assert.equal(request.kind, 'server');
         assert.equal(request.name, 'POST /agent/tools/{name}');
         assert.equal(relayCall.attributes['relay.tool'], name);

@@ -125,15 +125,38 @@ class Receiver:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def _body(self) -> bytes | None:
+                """The request's body, sized by Content-Length or sent in chunks (as Node's
+                exporter sends it); None when it is empty, larger than MAX_BODY or malformed."""
+                if (self.headers.get("Transfer-Encoding") or "").lower() != "chunked":
+                    length = int(self.headers.get("Content-Length") or 0)
+                    return self.rfile.read(length) if 0 < length <= MAX_BODY else None
+                chunks: list[bytes] = []
+                total = 0
+                while True:
+                    line = self.rfile.readline(100).split(b";")[0].strip()
+                    try:
+                        size = int(line, 16)
+                    except ValueError:
+                        return None
+                    if size == 0:
+                        self.rfile.readline(100)
+                        break
+                    total += size
+                    if total > MAX_BODY:
+                        return None
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline(100)
+                return b"".join(chunks) or None
+
             def do_POST(self) -> None:
                 if self.path != "/v1/traces":
                     self._answer(404, b"not found", "text/plain")
                     return
-                length = int(self.headers.get("Content-Length") or 0)
-                if length <= 0 or length > MAX_BODY:
+                body = self._body()
+                if body is None:
                     self._answer(400, b"a body of 1 byte to 16 MiB", "text/plain")
                     return
-                body = self.rfile.read(length)
                 if (self.headers.get("Content-Encoding") or "").lower() == "gzip":
                     body = gzip.decompress(body)
                 status, answer = receiver.take(body, self.headers.get("Content-Type") or "")

@@ -4,3 +4,4 @@ export * from './client.js';
 export * from './dispatch.js';
 export * from './tools.js';
 export * from './session.js';
+export * from './tracing.js';

@@ -18,7 +18,8 @@
 // steps, so `draw_card` (offered in the spread mode only) comes in a second reply, after the
 // move to that mode ended the first one.
 //
-// It also subscribes to the user's microphone track and measures its level.
+// It also subscribes to the user's microphone track and measures its level, and exports its spans
+// (LiveKit Agents' function_tool span per tool call) when the OTEL_* variables ask for it.
 //
 //   LIVEKIT_URL=ws://127.0.0.1:7880 LIVEKIT_API_KEY=devkey LIVEKIT_API_SECRET=... \
 //   WORKER_URL=http://127.0.0.1:3002 AGENT_NAME=... node test/scripted-agent.mjs start
@@ -42,7 +43,7 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { ServerOptions, cli, defineAgent, llm, tts, voice } from '@livekit/agents';
 import { AudioFrame, AudioStream, RoomEvent, TrackKind } from '@livekit/rtc-node';
-import { GREETING_INSTRUCTIONS, runSession } from '../dist/index.js';
+import { GREETING_INSTRUCTIONS, exportSpans, runSession, tracingFromEnv } from '../dist/index.js';
 
 export const FAKE_NOTICE =
   'SCRIPTED LLM: this agent does not understand speech; it plays a fixed sequence of tool calls for tests ' +
@@ -254,6 +255,11 @@ async function meter(track, signal) {
 
 export default defineAgent({
   entry: async (ctx) => {
+    // Its spans, when the OTEL_* variables ask for it, as the reference agent exports them.
+    const problems = [];
+    const spans = exportSpans(tracingFromEnv(process.env, problems));
+    if (problems.length > 0) throw new Error(problems.join('; '));
+    if (spans) ctx.addShutdownCallback(() => spans.flush());
     const model = new ScriptedLLM();
     const stop = new AbortController();
     ctx.addShutdownCallback(async () => stop.abort());

@@ -7,14 +7,15 @@
  * (`AGENT_NAME`) and is dispatched by the agent worker for one user at a time, with a session
  * token for that user's key alone in the job's metadata; it holds no secret of the relay's.
  * With no LLM, a relay secret in its environment, or no LiveKit server, it refuses to start and
- * says what is missing (exit 64).
+ * says what is missing (exit 64). The standard `OTEL_*` variables turn on the export of its
+ * spans over OTLP/HTTP, each tool call's `function_tool` span the parent of the worker's.
  */
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ServerOptions, cli, defineAgent, type JobContext } from '@livekit/agents';
 import * as openai from '@livekit/agents-plugin-openai';
 import { ConfigError, DEFAULT_AGENT_NAME, EXIT_CONFIG, describeEndpoint, livekitProblems, loadConfig, type Settings } from './config.js';
-import { runSession, type Pipeline } from '@voice-relay/agent';
+import { describeTracing, exportSpans, runSession, type Pipeline } from '@voice-relay/agent';
 
 const RUN_COMMANDS = ['start', 'dev', 'connect'];
 
@@ -44,6 +45,9 @@ export function buildPipeline(settings: Settings): Pipeline {
 export default defineAgent({
   entry: async (ctx: JobContext) => {
     const { settings } = loadConfig();
+    // In the job's own process, where its spans are made; sent before the job's process ends.
+    const spans = exportSpans(settings.tracing);
+    if (spans) ctx.addShutdownCallback(() => spans.flush());
     await runSession(ctx, settings, buildPipeline(settings));
   },
 });
@@ -79,6 +83,7 @@ export function check(argv: readonly string[], env = process.env): void {
     console.error(`voice-relay-agent: LLM ${describeEndpoint(settings.llm)}`);
     if (settings.stt) console.error(`voice-relay-agent: STT ${describeEndpoint(settings.stt)}`);
     if (settings.tts) console.error(`voice-relay-agent: TTS ${describeEndpoint(settings.tts)}`);
+    if (settings.tracing) console.error(`voice-relay-agent: ${describeTracing(settings.tracing)}`);
     for (const note of notes) console.error(`voice-relay-agent: ${note}`);
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;

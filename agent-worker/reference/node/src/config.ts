@@ -5,6 +5,8 @@
  * every problem. Nothing falls back to a fake or scripted model.
  */
 
+import { tracingFromEnv, type Tracing } from '@voice-relay/agent';
+
 export const DEFAULT_WORKER_URL = 'http://127.0.0.1:3002';
 /** The agent's name unless AGENT_NAME says otherwise (the worker's WORKER_AGENT_NAME must match). */
 export const DEFAULT_AGENT_NAME = 'voice-relay-agent';
@@ -46,6 +48,8 @@ export interface Settings {
   readonly sttLanguage: string;
   readonly greet: boolean;
   readonly maxToolSteps: number;
+  /** Span export (the standard `OTEL_*` variables), or `null` when they do not ask for it. */
+  readonly tracing: Tracing | null;
 }
 
 /** `model at host`, never the key. */
@@ -175,6 +179,7 @@ export function loadConfig(env: Env = process.env): { settings: Settings; notes:
     sttLanguage: get(env, 'AGENT_STT_LANGUAGE') ?? 'en',
     greet: flag(env, 'AGENT_GREETING', true, problems),
     maxToolSteps: int(env, 'AGENT_MAX_TOOL_STEPS', 6, 1, 50, problems),
+    tracing: tracingFromEnv(env, problems),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return { settings, notes };

@@ -43,3 +43,21 @@ test('the program refuses to start, exit 64, without printing secrets', () => {
   assert.match(run.stderr, /LIVEKIT_URL is not set/);
   assert.ok(!run.stderr.includes('secret-not-to-print'));
 });
+
+test('the OTEL_* variables turn on the export of the agent\'s spans; what it cannot do stops it, the endpoint never printed', () => {
+  assert.equal(loadConfig({ OPENAI_API_KEY: 'sk-test' }).settings.tracing, null);
+  const { settings } = loadConfig({ OPENAI_API_KEY: 'sk-test', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' });
+  assert.deepEqual(settings.tracing, { endpoint: 'http://collector:4318/v1/traces', serviceName: 'voice-relay-agent' });
+  assert.throws(() => loadConfig({ OPENAI_API_KEY: 'sk-test', OTEL_TRACES_EXPORTER: 'jaeger' }), /OTEL_TRACES_EXPORTER="jaeger"/);
+  const run = spawnSync(process.execPath, [agent, 'start'], {
+    env: {
+      PATH: process.env.PATH, OPENAI_API_KEY: 'sk-test', LIVEKIT_URL: 'ws://127.0.0.1:1', LIVEKIT_API_KEY: 'k', LIVEKIT_API_SECRET: 's',
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'collector?token=secret-not-to-print', OTEL_TRACES_SAMPLER: 'sometimes',
+    },
+    encoding: 'utf8', timeout: 30000,
+  });
+  assert.equal(run.status, 64, run.stderr);
+  assert.match(run.stderr, /OTEL_TRACES_SAMPLER="sometimes" is not one of/);
+  assert.match(run.stderr, /OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is not an http\(s\) URL/);
+  assert.ok(!run.stderr.includes('secret-not-to-print'));
+});
