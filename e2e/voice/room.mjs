@@ -10,8 +10,8 @@
 //
 // With either agent, the relay, the worker and the agent export their spans to a real
 // OTLP/HTTP receiver (e2e/harness/otlp.mjs): each tool call of the agent is one trace, LiveKit
-// Agents' own function_tool span the parent of the worker's, down to the relay's tool_call; no
-// span holds a key, a token or a secret.
+// Agents' own function_tool span the parent of the worker's (with the Node agent, both children
+// of the turn's span), down to the relay's tool_call; no span holds a key, a token or a secret.
 //
 // SDK participants (the agent) never gather loopback ICE candidates, so this file runs inside a
 // network namespace holding a veth pair (10.213.0.1), which `scripts/manage.sh test` creates

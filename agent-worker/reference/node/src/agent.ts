@@ -8,7 +8,7 @@
  * token for that user's key alone in the job's metadata; it holds no secret of the relay's.
  * With no LLM, a relay secret in its environment, or no LiveKit server, it refuses to start and
  * says what is missing (exit 64). The standard `OTEL_*` variables turn on the export of its
- * spans over OTLP/HTTP, each tool call's `function_tool` span the parent of the worker's.
+ * spans over OTLP/HTTP, the worker's spans of each tool call in the same trace.
  */
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
