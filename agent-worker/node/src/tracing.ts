@@ -94,7 +94,9 @@ export function tracingFromEnv(env: Env, problems: string[]): Tracing | null {
  * (any may hold a credential).
  */
 export function describeTracing(t: Tracing): string {
-  const [scheme, rest = ''] = t.endpoint.split('://', 2);
+  const at = t.endpoint.indexOf('://');
+  const scheme = t.endpoint.slice(0, at);
+  const rest = t.endpoint.slice(at + 3);
   const slash = rest.indexOf('/');
   const authority = slash < 0 ? rest : rest.slice(0, slash);
   const path = slash < 0 ? '' : rest.slice(slash).split(/[?#]/)[0];

@@ -45,6 +45,7 @@ test('what this agent cannot do is a problem, each named; an endpoint is named b
 test('the endpoint as logged has no user information, query or fragment', () => {
   assert.equal(describeTracing({ endpoint: 'https://user:pw@otel.example:4318/v1/traces?key=s3cret#f', serviceName: 'a' }), 'spans of a to https://otel.example:4318/v1/traces over OTLP/HTTP');
   assert.equal(describeTracing({ endpoint: 'http://c', serviceName: 'a' }), 'spans of a to http://c over OTLP/HTTP');
+  assert.equal(describeTracing({ endpoint: 'http://c/a://b', serviceName: 'a' }), 'spans of a to http://c/a://b over OTLP/HTTP');
 });
 
 test('LiveKit Agents\' spans go to the receiver under the service name; a worker request inside one carries its context; what the user said stays off', async () => {
