@@ -3,7 +3,7 @@
 // remembered, and when a process stops its whole log is searched for them; none may appear whole.
 import { spawn } from 'node:child_process';
 import net from 'node:net';
-import { createWriteStream, readFileSync } from 'node:fs';
+import { createWriteStream, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { logDir } from './paths.mjs';
@@ -90,14 +90,42 @@ export function spawnLogged(name, cmd, args, env, { logPath, onLine } = {}) {
   return { name, proc, exited, logPath: path, log };
 }
 
-/** Stops a spawned process: `signal`, then SIGKILL after `ms`. */
+/** The processes descended from `pid` (Linux: each process's parent read from /proc). */
+export function descendants(pid) {
+  const children = new Map();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // The parent is the 4th field, after the command's name in parentheses.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (!children.has(ppid)) children.set(ppid, []);
+      children.get(ppid).push(Number(entry));
+    } catch { /* gone meanwhile */ }
+  }
+  const found = [];
+  for (let todo = [pid]; todo.length;) {
+    const next = children.get(todo.pop()) ?? [];
+    found.push(...next);
+    todo.push(...next);
+  }
+  return found;
+}
+
+/**
+ * Stops a spawned process: `signal`, then SIGKILL after `ms`, to it and to every process it
+ * started (a program that runs its work in child processes, such as a LiveKit agent's jobs, may
+ * leave them holding its output open).
+ */
 export async function stopProcess({ proc, exited, name = 'a process' }, { signal = 'SIGTERM', ms = 20000 } = {}) {
   if (proc.exitCode === null && proc.signalCode === null) {
     proc.kill(signal);
     try {
       await within(ms, exited, `${name} to exit`);
     } catch {
-      proc.kill('SIGKILL');
+      for (const pid of [...descendants(proc.pid), proc.pid]) {
+        try { process.kill(pid, 'SIGKILL'); } catch { /* gone meanwhile */ }
+      }
       await within(5000, exited, `${name} to die`);
     }
   }

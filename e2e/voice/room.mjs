@@ -215,13 +215,20 @@ export function voiceRoom(kind) {
 
   after(async () => {
     await context?.close().catch(() => {});
-    await stopProc(agent);
-    await worker?.stop().catch(() => {});
-    await relay?.stop().catch(() => {});
-    await livekit?.stop();
+    // Everything is stopped even when one stop fails (a process left running would hold the
+    // test's process open); the first failure is reported after.
+    let failed = null;
+    for (const stop of [() => stopProc(agent), () => worker?.stop().catch(() => {}), () => relay?.stop().catch(() => {}), () => livekit?.stop()]) {
+      try {
+        await stop();
+      } catch (e) {
+        failed ??= e;
+      }
+    }
     try {
       // After the rest, whose last spans are flushed as they stop: every payload is searched.
       await receiver?.stop();
+      if (failed) throw failed;
     } finally {
       if (dir) rmSync(dir, { recursive: true, force: true });
       if (Object.keys(timings).length) console.log(`voice room timings${spec.label} (ms): ${JSON.stringify(timings)}`);

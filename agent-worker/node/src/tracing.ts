@@ -104,10 +104,26 @@ export function describeTracing(t: Tracing): string {
   return `spans of ${t.serviceName} to ${scheme}://${host}${path} over OTLP/HTTP`;
 }
 
-/** What {@link exportSpans} started: `flush` sends the spans ended so far, `shutdown` also stops. */
+/**
+ * What {@link exportSpans} started: `flush` sends the spans ended so far, `shutdown` also stops;
+ * each gives up after `timeoutMs` (a collector that does not answer must not hold up a job's end).
+ */
 export interface SpanExport {
-  flush(): Promise<void>;
-  shutdown(): Promise<void>;
+  flush(timeoutMs?: number): Promise<void>;
+  shutdown(timeoutMs?: number): Promise<void>;
+}
+
+/** How long {@link SpanExport.flush} and {@link SpanExport.shutdown} wait by default. */
+export const FLUSH_TIMEOUT_MS = 5_000;
+
+/** `work`, or nothing more once `ms` have passed. */
+function bounded(work: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+    timer.unref();
+  });
+  return Promise.race([work.catch(() => {}), late]).finally(() => clearTimeout(timer));
 }
 
 let started: SpanExport | null = null;
@@ -134,8 +150,8 @@ export function exportSpans(tracing: Tracing | null): SpanExport | null {
   provider.register();
   telemetry.setTracerProvider(provider, { registerSpanProcessor: (p) => added.add(p), allowPii: false });
   started = {
-    flush: () => provider.forceFlush(),
-    shutdown: () => provider.shutdown(),
+    flush: (ms = FLUSH_TIMEOUT_MS) => bounded(provider.forceFlush(), ms),
+    shutdown: (ms = FLUSH_TIMEOUT_MS) => bounded(provider.shutdown(), ms),
   };
   return started;
 }

@@ -5,6 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
+import { createServer as createNetServer } from 'node:net';
 import { telemetry } from '@livekit/agents';
 import { WorkerClient, DEFAULT_SERVICE_NAME, describeTracing, exportSpans, tracingFromEnv } from '../dist/index.js';
 
@@ -89,8 +90,27 @@ test('LiveKit Agents\' spans go to the receiver under the service name; a worker
     assert.ok(all.includes('agent-under-test'), 'under the service name');
     assert.ok(all.includes(Buffer.from(spanId, 'hex')), 'with the span id the worker was given');
     assert.ok(!all.includes('my secret words'), 'what the user said stays off the span');
-    await exported.shutdown();
+    // A collector that takes connections and never answers holds a flush no longer than its
+    // bound.
+    const port = receiver.address().port;
+    receiver.closeAllConnections();
+    await new Promise((r) => receiver.close(r));
+    const held = [];
+    const silent = createNetServer((socket) => held.push(socket));
+    await new Promise((r) => silent.listen(port, '127.0.0.1', r));
+    try {
+      telemetry.tracer.startSpan({ name: 'late' }).end();
+      const began = Date.now();
+      await exported.flush(300);
+      const took = Date.now() - began;
+      // It waited (a span was still to be sent) and gave up at its bound.
+      assert.ok(took >= 250 && took < 3000, `the flush gave up at its bound (${took} ms)`);
+    } finally {
+      for (const socket of held) socket.destroy();
+      silent.close();
+    }
+    await exported.shutdown(300);
   } finally {
-    receiver.close();
+    if (receiver.listening) receiver.close();
   }
 });
