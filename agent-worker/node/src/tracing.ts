@@ -1,9 +1,11 @@
 /**
- * Span export for an agent on LiveKit Agents for Node: its own spans (a `function_tool` span per
- * tool call, current while the tool runs) go over OTLP/HTTP (protobuf) when the standard
+ * Span export for an agent on LiveKit Agents for Node: its own spans (a turn's `agent_turn`, a
+ * `function_tool` span per tool call) go over OTLP/HTTP (protobuf) when the standard
  * OpenTelemetry variables ask for it, read as the relay and the worker read them. The
  * {@link WorkerClient} sends the current span's context with every request, so the worker's and
- * the relay's spans of a call are children of the agent's `function_tool` span, in one trace.
+ * the relay's spans of a call are in the agent's trace. LiveKit Agents 1.9 for Node starts a tool
+ * before it opens the tool's `function_tool` span, so the span current while the tool runs, and
+ * the parent of the worker's, is the turn's.
  *
  * {@link tracingFromEnv} checks the variables (every problem listed, none ignored);
  * {@link exportSpans} starts the export in the process that runs the agent's sessions (LiveKit
@@ -130,8 +132,8 @@ let started: SpanExport | null = null;
 
 /**
  * Exports LiveKit Agents' spans as `tracing` says, once per process (a second call returns the
- * first export); `null` without `tracing`. The provider becomes the process's global one, so the
- * `function_tool` span is the current span while a tool runs and the worker's requests carry it.
+ * first export); `null` without `tracing`. The provider becomes the process's global one, so
+ * LiveKit Agents' span current while a tool runs is the one the worker's requests carry.
  * LiveKit Agents' own filter strips what the user said and the tools' arguments and results
  * (`allowPii: false`) before the spans leave.
  */
