@@ -12,7 +12,8 @@
 // held (p50/p99, misrouted, relay CPU per call, Redis commands per call); then a few seconds of the
 // same calls with Redis's MONITOR feed on, for the round trips per call (commands the nodes sent,
 // not those run inside scripts) and the key events each node heard; idle, each node's CPU and
-// commands per second.
+// commands per second; the store's own publish latency, no relay involved (scripts/bench/bus.mjs),
+// on a Cluster also from one primary to a subscriber on another.
 // Storm: one node holds --storm-tabs tabs, the others --storm-others between them; after 15 s of
 // quiet calls the first node is killed (SIGKILL) a quarter into --storm-secs of calls; its tabs
 // reconnect to the others with the browser client's backoff. Reported: time until all are bound
@@ -55,6 +56,9 @@ export async function main(argv, { root, target }) {
       console.log(`  idle (all tabs held, no calls): relay CPU ${fmt(r.idle.relay_cpu_ms_per_s)} ms/s (all nodes), Redis ${fmt(r.idle.redis_commands_per_s)} commands/s (inside scripts included)`);
       console.log(`  idle, per node: relay CPU ${r.idle.per_node.map((n) => fmt(n.relay_cpu_ms_per_s)).join(' / ')} ms/s; Redis commands sent ${r.idle.per_node.map((n) => fmt(n.redis_commands_per_s)).join(' / ')} /s; key events heard ${fmt(r.idle.key_events_heard_per_node_per_s)} /s per node`);
       console.log(`  relay CPU per call ${fmt(c.relay_cpu_us_per_call)} µs (all nodes; ${fmt(c.relay_cpu_us_per_call_above_idle)} µs above idle), Redis ${fmt(c.redis_commands_per_call)} commands per call, inside scripts included (${fmt(c.redis_commands_per_call_above_idle)} above idle), Redis CPU ${fmt(c.redis_cpu_ms)} ms over the phase`);
+      const sp = r.store_publish;
+      const lat = (x) => `p50 ${fmt(x.p50_us)} µs, p99 ${fmt(x.p99_us)} µs, max ${fmt(x.max_us)} µs (${fmt(x.received)} of ${fmt(x.sent)} received)`;
+      console.log(`  the store alone, no relay: a PUBLISH at ${fmt(sp.same_server.rate)}/s to a subscriber on the same server ${lat(sp.same_server)}${sp.across_cluster_bus ? `; from one primary to a subscriber on another (across the cluster bus, as a call to a tab on another node) ${lat(sp.across_cluster_bus)}` : ''}`);
       console.log(`  with MONITOR on (${fmt(c.watched.ok)} calls): Redis round trips per call ${fmt(c.round_trips_per_call)} (all nodes, idle subtracted); key events heard per node per call ${fmt(c.key_events_heard_per_node_per_call)}`);
     }
   }

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use redis::Client;
+use redis::io::tcp::TcpSettings;
+use redis::{Client, IntoConnectionInfo};
 
 use super::conn::Conn;
 use crate::config::{RedisTarget, SentinelTarget};
@@ -17,6 +18,13 @@ pub struct Link {
     target: RedisTarget,
     /// PEM roots for TLS (`RELAY_REDIS_CA_FILE`); `None`: the system's.
     ca: Option<Vec<u8>>,
+}
+
+/// Every TCP connection to Redis sends its writes at once (`TCP_NODELAY`). The redis crate leaves
+/// Nagle's algorithm on by default: a small write that follows one not yet acknowledged waits for
+/// that acknowledgement, and a server that delays its acknowledgement holds it up to 40 ms.
+fn tcp_settings() -> TcpSettings {
+    TcpSettings::default().set_nodelay(true)
 }
 
 /// Adds `protocol=resp3` (pushed pub/sub messages need it) unless the URL says otherwise.
@@ -55,7 +63,8 @@ impl Link {
         .response_timeout(super::OP_TIMEOUT)
         .retries(2)
         .min_retry_wait(50)
-        .max_retry_wait(500);
+        .max_retry_wait(500)
+        .tcp_settings(tcp_settings());
         if let (Some(ca), true) = (&self.ca, tls) {
             builder = builder.certs(redis::TlsCertificates {
                 client_tls: None,
@@ -72,16 +81,20 @@ impl Link {
     /// A client for `url`, trusting the configured CA for TLS. Its errors never quote the URL.
     pub(super) fn client(&self, url: &str) -> anyhow::Result<Client> {
         let url = with_resp3(url);
-        let client = match &self.ca {
+        let info = url
+            .as_str()
+            .into_connection_info()
+            .map(|info| info.set_tcp_settings(tcp_settings()));
+        let client = info.and_then(|info| match &self.ca {
             Some(ca) if self.target.tls() => Client::build_with_tls(
-                url.as_str(),
+                info,
                 redis::TlsCertificates {
                     client_tls: None,
                     root_cert: Some(ca.clone()),
                 },
             ),
-            _ => Client::open(url.as_str()),
-        };
+            _ => Client::open(info),
+        });
         // The redis crate's parse errors name the problem, never the URL's password.
         client.map_err(|e| anyhow::anyhow!("RELAY_REDIS_URL is not usable: {e}"))
     }
@@ -191,5 +204,74 @@ mod tests {
             with_resp3("redis://h?protocol=resp2"),
             "redis://h?protocol=resp2"
         );
+    }
+
+    #[test]
+    fn every_client_turns_nagle_off() {
+        for (url, ca) in [
+            ("redis://127.0.0.1:6379", None),
+            ("redis://:secret@127.0.0.1:6379/2", None),
+            ("rediss://127.0.0.1:6380", None),
+            ("rediss://127.0.0.1:6380", Some(self_signed_pem())),
+        ] {
+            let link = Link::new(RedisTarget::parse(url).unwrap(), ca);
+            let client = link.client(url).unwrap();
+            assert!(
+                client.get_connection_info().tcp_settings().nodelay(),
+                "{url}: TCP_NODELAY"
+            );
+        }
+    }
+
+    #[test]
+    fn the_cluster_client_turns_nagle_off() {
+        let url = "redis+cluster://127.0.0.1:7000,127.0.0.1:7001";
+        let link = Link::new(RedisTarget::parse(url).unwrap(), None);
+        let client = link.cluster_client().expect("a cluster URL").unwrap();
+        // The crate offers no getter; its Debug form shows the settings its connections use.
+        let shown = format!("{client:?}");
+        let params = shown
+            .split_once("cluster_params")
+            .expect("the client's parameters in its Debug form")
+            .1;
+        let tcp = params
+            .split_once("tcp_settings")
+            .expect("the TCP settings among them")
+            .1;
+        assert!(
+            tcp.trim_start_matches(": ")
+                .starts_with("TcpSettings { nodelay: true"),
+            "{tcp}"
+        );
+    }
+
+    /// A throwaway self-signed certificate in PEM, to stand for `RELAY_REDIS_CA_FILE`.
+    fn self_signed_pem() -> Vec<u8> {
+        let out = std::process::Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+            ])
+            .args([
+                "-nodes",
+                "-keyout",
+                "/dev/null",
+                "-subj",
+                "/CN=ca",
+                "-days",
+                "1",
+            ])
+            .output()
+            .expect("openssl must be installed for this test");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
     }
 }
