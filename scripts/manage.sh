@@ -341,6 +341,7 @@ usage: scripts/manage.sh <command>
   bench --costs    a call's cost on Redis against a relay without it (relay CPU, Redis round trips)
   bench --scale    six relays on one Redis at 10k, 50k and 100k tabs (memory, binds, calls)
   bench --storm    a relay node killed under 19,000 tabs: how they come back, what calls meet
+  bench --scale --redis K   on a Redis Cluster of three primaries (K: cluster) or both (one,cluster); --costs and --storm take it too
   check            validate the configuration without starting anything
 EOF
 }
