@@ -21,6 +21,16 @@ function open(port) {
   });
 }
 
+/** `promise`, or after `ms` whatever `onTimeout` gives (its timer cleared either way). */
+async function within(promise, ms, onTimeout) {
+  let timer;
+  try {
+    return await Promise.race([promise, new Promise((ok) => { timer = setTimeout(() => ok(onTimeout()), ms); })]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * Publishes `count` messages at `rate` per second on `pubPort` to a subscriber on `subPort`, each
  * stamped with the time it was sent; returns the delivery latency (µs) seen by the subscriber.
@@ -39,6 +49,9 @@ export async function publishLatency(pubPort, subPort, { rate = 500, count = 100
     const confirmed = new Promise((ok) => { subscribed = ok; });
     let finished;
     const done = new Promise((ok) => { finished = ok; });
+    // A server gone mid-measure ends it with what arrived so far.
+    let broken = null;
+    for (const s of [sub, pub]) s.on('error', (e) => { broken ??= e.message; subscribed(); finished(); });
     sub.on('data', (d) => {
       const now = process.hrtime.bigint();
       buf += d.toString('latin1');
@@ -55,18 +68,19 @@ export async function publishLatency(pubPort, subPort, { rate = 500, count = 100
       if (lat.length >= count) finished();
     });
     sub.write(resp('SUBSCRIBE', chan));
-    await Promise.race([confirmed, sleep(5000).then(() => { throw new Error(`no SUBSCRIBE confirmation from :${subPort} in 5 s`); })]);
+    await within(confirmed, 5000, () => { throw new Error(`no SUBSCRIBE confirmation from :${subPort} in 5 s`); });
     const gapMs = 1000 / rate;
     const start = performance.now();
-    for (let i = 0; i < count; i++) {
+    let sent = 0;
+    for (; sent < count && !broken; sent++) {
       pub.write(resp('PUBLISH', chan, `T=${process.hrtime.bigint()}`));
-      const wait = start + (i + 1) * gapMs - performance.now();
+      const wait = start + (sent + 1) * gapMs - performance.now();
       if (wait > 0) await sleep(wait);
     }
-    await Promise.race([done, sleep(timeoutMs)]);
+    await within(done, timeoutMs, () => null);
     lat.sort((a, b) => a - b);
     const at = (q) => (lat.length ? Math.round(lat[Math.min(lat.length - 1, Math.floor(lat.length * q))]) : null);
-    return { rate, sent: count, received: lat.length, p50_us: at(0.5), p99_us: at(0.99), max_us: lat.length ? Math.round(lat[lat.length - 1]) : null };
+    return { rate, sent, received: lat.length, p50_us: at(0.5), p99_us: at(0.99), max_us: lat.length ? Math.round(lat[lat.length - 1]) : null, error: broken };
   } finally {
     sub.destroy();
     pub?.destroy();

@@ -53,8 +53,8 @@ async function cluster(ctx, nodes, kind = 'one') {
 
 // Loopback source addresses handed out so far, over all runs of this process. A run's tabs come
 // from addresses no earlier run used: the last run's connections stay in TIME_WAIT for a minute
-// after it, and a run that reused their addresses bound its tabs ten times slower (10,000 tabs on
-// two nodes: about 500 a second and 550 ms each at the median, against 7,700 and 23 ms).
+// after it, and a run that reused their addresses bound its tabs about 14 times slower (10,000
+// tabs on two nodes: 502 a second and 547 ms each at the median, against 7,189 and 26 ms).
 let sourcesUsed = 0;
 
 // Generators for `perNode[i]` tabs on `relays[i]`, each up to TABS_PER_GENERATOR and from a

@@ -57,7 +57,7 @@ export async function main(argv, { root, target }) {
       console.log(`  idle, per node: relay CPU ${r.idle.per_node.map((n) => fmt(n.relay_cpu_ms_per_s)).join(' / ')} ms/s; Redis commands sent ${r.idle.per_node.map((n) => fmt(n.redis_commands_per_s)).join(' / ')} /s; key events heard ${fmt(r.idle.key_events_heard_per_node_per_s)} /s per node`);
       console.log(`  relay CPU per call ${fmt(c.relay_cpu_us_per_call)} µs (all nodes; ${fmt(c.relay_cpu_us_per_call_above_idle)} µs above idle), Redis ${fmt(c.redis_commands_per_call)} commands per call, inside scripts included (${fmt(c.redis_commands_per_call_above_idle)} above idle), Redis CPU ${fmt(c.redis_cpu_ms)} ms over the phase`);
       const sp = r.store_publish;
-      const lat = (x) => `p50 ${fmt(x.p50_us)} µs, p99 ${fmt(x.p99_us)} µs, max ${fmt(x.max_us)} µs (${fmt(x.received)} of ${fmt(x.sent)} received)`;
+      const lat = (x) => `p50 ${fmt(x.p50_us)} µs, p99 ${fmt(x.p99_us)} µs, max ${fmt(x.max_us)} µs (${fmt(x.received)} of ${fmt(x.sent)} received${x.error ? `; ended early: ${x.error}` : ''})`;
       console.log(`  the store alone, no relay: a PUBLISH at ${fmt(sp.same_server.rate)}/s to a subscriber on the same server ${lat(sp.same_server)}${sp.across_cluster_bus ? `; from one primary to a subscriber on another (across the cluster bus, as a call to a tab on another node) ${lat(sp.across_cluster_bus)}` : ''}`);
       console.log(`  with MONITOR on (${fmt(c.watched.ok)} calls): Redis round trips per call ${fmt(c.round_trips_per_call)} (all nodes, idle subtracted); key events heard per node per call ${fmt(c.key_events_heard_per_node_per_call)}`);
     }
