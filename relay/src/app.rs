@@ -179,6 +179,7 @@ impl App {
             unbound_ttl: config.unbound_key_ttl,
             max_inflight: config.max_inflight_per_key,
             inflight_ttl: config.max_timeout + config.drain + Duration::from_secs(10),
+            fold_within: cluster::FOLD_WITHIN,
         };
         let ca = match &config.redis_ca_file {
             Some(path) => Some(crate::config::read_ca_file(path).map_err(|e| anyhow::anyhow!(e))?),

@@ -244,6 +244,7 @@ fn settings() -> Settings {
         unbound_ttl: UNBOUND_TTL,
         max_inflight: MAX_INFLIGHT,
         inflight_ttl: Duration::from_secs(60),
+        fold_within: relay::store::redis::FOLD_WITHIN,
     }
 }
 
@@ -254,9 +255,14 @@ async fn connect(port: u16) -> Arc<Cluster> {
 /// Connects to `url` (trusting `ca` for TLS), waiting for the server to start; the node
 /// heartbeats while it lives ([`lanes::heartbeat`]).
 async fn connect_to(url: &str, ca: Option<Vec<u8>>) -> Arc<Cluster> {
+    connect_with(url, ca, settings()).await
+}
+
+/// [`connect_to`] with `settings` of the case's own.
+async fn connect_with(url: &str, ca: Option<Vec<u8>>, settings: Settings) -> Arc<Cluster> {
     let mut last = None;
     for _ in 0..50 {
-        match Cluster::connect_trusting(url, ca.clone(), settings()).await {
+        match Cluster::connect_trusting(url, ca.clone(), settings.clone()).await {
             Ok(cluster) => {
                 tokio::spawn(lanes::heartbeat(Arc::downgrade(&cluster)));
                 return cluster;
@@ -279,6 +285,9 @@ async fn redis_store() {
     events::only_waiting_nodes_hear_a_key(&cluster, &format!("redis://127.0.0.1:{}", server.port))
         .await;
     releases::a_slot_is_given_back_after_redis_lost_its_scripts(&store, server.port).await;
+    let url = format!("redis://127.0.0.1:{}", server.port);
+    releases::an_ended_calls_slot_goes_back_late(&url, server.port).await;
+    releases::a_refused_call_costs_no_call_rate(&url).await;
 }
 
 /// The same suite through `rediss://` with an ACL user, trusting the test's own CA.
@@ -323,6 +332,7 @@ async fn redis_store_on_a_cluster() {
     suite(&store).await;
     lanes::a_bind_storm_delays_neither_heartbeat_nor_lookup(&cluster).await;
     events::only_waiting_nodes_hear_a_key(&cluster, &servers.url()).await;
+    releases::a_refused_call_costs_no_call_rate(&servers.url()).await;
     tokio::task::spawn_blocking(move || cluster::check_config(&servers))
         .await
         .expect("check-config on the cluster");

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::releases::{FOLD_MAX, retry_busy_after};
 use super::{
     Acquired, Admit, Admitted, Cluster, Lane, NODE_SUSPECT, NODES, Place, SESSION_WINDOW,
     SessionNames, Slot, StoreError, ms, rate_window,
@@ -14,7 +15,28 @@ use crate::tokens::unix_now_ms;
 impl Cluster {
     /// Admits a call (see [`forms::ACQUIRE`](super::forms)): one round trip for all of it (on a
     /// cluster, one more after it only when the node holding the tab was not heard from lately).
+    /// On one server, an admission refused as busy is asked once more after
+    /// [`retry_busy_after`]: the slots in the way may be ended calls' that another node gives
+    /// back late ([`super::releases`]).
     pub async fn acquire(
+        self: &Arc<Self>,
+        rid: &str,
+        admit: &Admit<'_>,
+    ) -> Result<(Acquired, Option<Admitted>), StoreError> {
+        let first = self.admit(rid, admit).await?;
+        let within = self.settings.fold_within;
+        if !self.sharded
+            && !within.is_zero()
+            && matches!(first.0, Acquired::TooMany | Acquired::SessionBusy)
+        {
+            tokio::time::sleep(retry_busy_after(within)).await;
+            return self.admit(rid, admit).await;
+        }
+        Ok(first)
+    }
+
+    /// One admission, sent again without the call when Redis ran it too late.
+    async fn admit(
         self: &Arc<Self>,
         rid: &str,
         admit: &Admit<'_>,
@@ -74,12 +96,29 @@ impl Cluster {
             .arg(session.max_inflight)
             .arg(session.rate_per_sec)
             .arg(window_ms);
-        if !self.sharded {
+        // This node's ended calls' slots waiting to be given back: given back first.
+        let folded = if self.sharded {
+            Vec::new()
+        } else {
             inv.arg(ms(NODE_SUSPECT));
-        }
-        let reply: Vec<String> = self
+            self.releases.admitting();
+            let folded = self.releases.take(FOLD_MAX);
+            for (watch, call_id) in &folded {
+                inv.key(watch).arg(call_id);
+            }
+            folded
+        };
+        let reply: Vec<String> = match self
             .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
-            .await?;
+            .await
+        {
+            Ok(reply) => reply,
+            Err(e) => {
+                // Perhaps not run: given back later (giving a slot back twice changes nothing).
+                self.releases.put_back(folded);
+                return Err(e);
+            }
+        };
         let mut words = reply.into_iter();
         let word = words.next();
         if word.as_deref() == Some("late") {

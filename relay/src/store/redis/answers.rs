@@ -62,6 +62,7 @@ pub enum IdemClaim {
     Done { status: u16, body: Vec<u8> },
 }
 
+#[derive(Debug)]
 pub enum Acquired {
     Ok,
     Unknown,

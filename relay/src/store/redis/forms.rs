@@ -193,14 +193,22 @@ return {'ok', tostring(rv)}";
 /// the round trip): one that reaches Redis later (held up in a partition, say) changes nothing
 /// and sends nothing, as its caller answered the agent `unavailable` already.
 ///
-/// KEYS: key, watch, session rate window, session's end marker, then on one server the nodes.
-/// ARGV: max in flight, watch ttl ms, node, call id, the call's life ms, the guessed node ('' for
-/// none), the message ('' for none), send by (Redis ms), session tag, session max in flight,
-/// session rate limit, window ms, then on one server suspect ms. Answers (`now` being Redis's
+/// A refused admission does not count against the session's call rate (as in memory).
+///
+/// On one server the script first gives back this node's ended calls' slots that waited for it
+/// ([`super::releases`]): the watches after the fixed keys, their call ids after the fixed
+/// arguments.
+///
+/// KEYS: key, watch, session rate window, session's end marker, then on one server the nodes and
+/// the watches of the slots to give back. ARGV: max in flight, watch ttl ms, node, call id, the
+/// call's life ms, the guessed node ('' for none), the message ('' for none), send by (Redis
+/// ms), session tag, session max in flight, session rate limit, window ms, then on one server
+/// suspect ms and the call ids of the slots to give back. Answers (`now` being Redis's
 /// clock) `{'ok', now}` (no tab now), `{'ok', now, node, sid}`, `{'sent', now, node, sid,
 /// receivers}`, `{'ended', now}`, `{'unknown', now}`, `{'rate', now}`, `{'busy', now}`,
 /// `{'session_busy', now}` or `{'late'}`.
 pub(super) const ACQUIRE: &str = r"
+for i = 6, #KEYS do redis.call('HDEL', KEYS[i], 'c:' .. ARGV[i + 8]) end --one
 local now = clock_ms()
 if ARGV[7] ~= '' and now > tonumber(ARGV[8]) then return {'late'} end
 local at = tostring(now)
@@ -219,8 +227,8 @@ for i = 1, #all, 2 do
     end
   end
 end
-if n >= tonumber(ARGV[1]) then return {'busy', at} end
-if m >= tonumber(ARGV[10]) then return {'session_busy', at} end
+if n >= tonumber(ARGV[1]) then redis.call('DECR', KEYS[3]) return {'busy', at} end
+if m >= tonumber(ARGV[10]) then redis.call('DECR', KEYS[3]) return {'session_busy', at} end
 redis.call('HSET', KEYS[2], 'c:' .. ARGV[4], ARGV[3] .. ' ' .. tostring(now + tonumber(ARGV[5])) .. ' ' .. ARGV[9])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 local p = place(h, KEYS[5], ARGV[13]) --one
@@ -270,5 +278,12 @@ mod tests {
             "every placeholder filled"
         );
         assert!(!text(LOOKUP, true).contains("place("));
+    }
+
+    #[test]
+    fn only_the_one_server_admission_gives_waiting_slots_back() {
+        // On a cluster the waiting slots may be in other hash slots: given back on their own.
+        assert!(text(ACQUIRE, false).contains("for i = 6, #KEYS do redis.call('HDEL'"));
+        assert!(!text(ACQUIRE, true).contains("#KEYS"));
     }
 }

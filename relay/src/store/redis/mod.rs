@@ -7,8 +7,9 @@
 //! to the nodes waiting for it: the key's watch (`va:w:<rid>`, [`watch`]) holds its calls in
 //! flight, each with its node, and the nodes waiting for its status; a change is published on
 //! the channel of each node in it (`va:n:<node>`, [`NODE_PREFIX`]), which only that node
-//! subscribes. A call's slot is taken by the script that admits it and given back by the one
-//! that ends it, so a node hears a key's events only while it waits for the key (its waiting
+//! subscribes. A call's slot is taken by the script that admits it and given back when it ends
+//! (on one server with this node's next admission, [`releases`]), so a node hears a key's
+//! events only while it waits for the key (its waiting
 //! calls also re-read the key every second, so a lost message costs at most that). The same
 //! channel carries the calls other nodes send this node for its tabs and the outcomes of the
 //! calls it sent ([`Cluster::take_messages`]).
@@ -120,6 +121,7 @@ mod hints;
 mod keys;
 mod link;
 mod nodes;
+mod releases;
 mod scripts;
 mod servers;
 mod sharded;
@@ -129,16 +131,21 @@ mod watch;
 pub(crate) use link::explain;
 use link::{Link, redis_version, server_info, version_of};
 
+pub use releases::FOLD_WITHIN;
 use scripts::Scripts;
 pub use watch::{Interest, KeyEvents, Slot, Watch};
 
 /// Lifecycle settings shared by every node (they should be configured alike).
+#[derive(Clone)]
 pub struct Settings {
     pub grace: Duration,
     pub unbound_ttl: Duration,
     pub max_inflight: usize,
     /// How long an in-flight counter survives without calls (a lost node's count fades).
     pub inflight_ttl: Duration,
+    /// How long an ended call's slot may wait for this node's next admission, on one server
+    /// ([`releases`]; [`releases::FOLD_WITHIN`] in the relay); zero gives every slot back at once.
+    pub fold_within: Duration,
 }
 
 pub struct Cluster {
@@ -170,6 +177,8 @@ pub struct Cluster {
     messages: std::sync::Mutex<Messages>,
     /// The node each key's tab was on at this node's last look (a guess: see [`hints`]).
     hints: hints::Hints,
+    /// Ended calls' slots waiting to be given back with the next admission ([`releases`]).
+    releases: Arc<releases::Releases>,
     /// Redis's clock less this node's, in ms, as last seen (`i64::MIN`: not seen yet).
     clock_offset: std::sync::atomic::AtomicI64,
     scripts: Scripts,
@@ -271,6 +280,7 @@ impl Cluster {
                 std::sync::Mutex::new((Some(tx), Some(rx)))
             },
             hints: Default::default(),
+            releases: Default::default(),
             clock_offset: std::sync::atomic::AtomicI64::new(i64::MIN),
             scripts: Scripts::new(),
             sharded_scripts: sharded::ShardedScripts::new(),
@@ -287,6 +297,12 @@ impl Cluster {
             .map_err(|_| anyhow::anyhow!("Redis did not take this node's heartbeat"))?;
         if following {
             tokio::spawn(follow::follow(Arc::downgrade(&cluster)));
+        }
+        if !sharded {
+            tokio::spawn(releases::give_back_late(
+                cluster.releases.clone(),
+                Arc::downgrade(&cluster),
+            ));
         }
         Ok(cluster)
     }

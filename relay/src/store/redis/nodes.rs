@@ -114,9 +114,11 @@ impl Cluster {
         }
     }
 
-    /// Leaves the cluster: this node's entry is marked stale and reaped at once, so keys whose
-    /// release did not reach Redis go offline now rather than when their TTL ends.
+    /// Leaves the cluster: the slots of its ended calls still waiting are given back, and this
+    /// node's entry is marked stale and reaped at once, so keys whose release did not reach
+    /// Redis go offline now rather than when their TTL ends.
     pub async fn leave(&self) {
+        self.give_back_waiting().await;
         let marked = self
             .op(redis::cmd("HSET")
                 .arg(NODES)

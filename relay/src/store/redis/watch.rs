@@ -74,9 +74,9 @@ impl Drop for Watch<'_> {
 
 /// A call's slot in the key's watch (`c:<call id>`, taken by the script that admitted it):
 /// it counts among the key's calls in flight and its session's, and makes the key's changes
-/// reach this node. Given
-/// back on drop, in the background, unless the node holding the tab gave it back already with
-/// the call's outcome ([`Slot::given_back`]).
+/// reach this node. Given back on drop, in the background (on one server with this node's next
+/// admission, [`super::releases`]), unless the node holding the tab gave it back already with the
+/// call's outcome ([`Slot::given_back`]).
 pub struct Slot {
     cluster: Arc<Cluster>,
     watch: String,
@@ -105,18 +105,10 @@ impl Drop for Slot {
         if self.given_back.load(Ordering::Acquire) {
             return;
         }
-        let (cluster, watch, call_id) = (
-            self.cluster.clone(),
+        self.cluster.give_back(
             std::mem::take(&mut self.watch),
             std::mem::take(&mut self.call_id),
         );
-        tokio::spawn(async move {
-            let mut inv = cluster.scripts.finish.key(watch);
-            inv.arg(call_id);
-            let _ = cluster
-                .op(inv.invoke_async::<i64>(&mut cluster.conn_for(Lane::Calls)))
-                .await;
-        });
     }
 }
 
