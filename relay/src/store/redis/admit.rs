@@ -24,12 +24,8 @@ impl Cluster {
         admit: &Admit<'_>,
     ) -> Result<(Acquired, Option<Admitted>), StoreError> {
         let first = self.admit(rid, admit).await?;
-        let within = self.settings.fold_within;
-        if !self.sharded
-            && !within.is_zero()
-            && matches!(first.0, Acquired::TooMany | Acquired::SessionBusy)
-        {
-            tokio::time::sleep(retry_busy_after(within)).await;
+        if self.gives_back_late() && matches!(first.0, Acquired::TooMany | Acquired::SessionBusy) {
+            tokio::time::sleep(retry_busy_after(self.settings.fold_within)).await;
             return self.admit(rid, admit).await;
         }
         Ok(first)

@@ -298,10 +298,11 @@ impl Cluster {
         if following {
             tokio::spawn(follow::follow(Arc::downgrade(&cluster)));
         }
-        if !sharded {
+        if cluster.gives_back_late() {
             tokio::spawn(releases::give_back_late(
                 cluster.releases.clone(),
                 Arc::downgrade(&cluster),
+                cluster.settings.fold_within,
             ));
         }
         Ok(cluster)

@@ -123,10 +123,14 @@ impl Releases {
 }
 
 impl Cluster {
+    /// Whether this node gives slots back late at all: on one server, with a wait set.
+    pub(super) fn gives_back_late(&self) -> bool {
+        !self.sharded && !self.settings.fold_within.is_zero()
+    }
+
     /// Gives a call's slot back late (one server) or at once (a Redis Cluster).
     pub(super) fn give_back(self: &Arc<Self>, watch: String, call_id: String) {
-        let within = self.settings.fold_within;
-        if self.sharded || within.is_zero() || !self.releases.admission_likely(within) {
+        if !self.gives_back_late() || !self.releases.admission_likely(self.settings.fold_within) {
             let cluster = self.clone();
             tokio::spawn(async move { cluster.finish(vec![(watch, call_id)]).await });
             return;
@@ -177,12 +181,13 @@ impl Cluster {
 
 /// Gives back the slots no admission took within `fold_within` of the first one's wait, until
 /// the node is gone (its drop wakes this for the last time).
-pub(super) async fn give_back_late(releases: Arc<Releases>, cluster: Weak<Cluster>) {
+pub(super) async fn give_back_late(
+    releases: Arc<Releases>,
+    cluster: Weak<Cluster>,
+    within: Duration,
+) {
     loop {
         releases.wake.notified().await;
-        let Some(within) = cluster.upgrade().map(|c| c.settings.fold_within) else {
-            return;
-        };
         tokio::time::sleep(within).await;
         let Some(cluster) = cluster.upgrade() else {
             return;
