@@ -333,9 +333,14 @@ async fn redis_store_on_a_cluster() {
     lanes::a_bind_storm_delays_neither_heartbeat_nor_lookup(&cluster).await;
     events::only_waiting_nodes_hear_a_key(&cluster, &servers.url()).await;
     releases::a_refused_call_costs_no_call_rate(&servers.url()).await;
-    tokio::task::spawn_blocking(move || cluster::check_config(&servers))
-        .await
-        .expect("check-config on the cluster");
+    releases::on_a_cluster_slots_go_back_a_server_at_a_time(&servers.url(), &servers.ports).await;
+    let servers = tokio::task::spawn_blocking(move || {
+        cluster::check_config(&servers);
+        servers
+    })
+    .await
+    .expect("check-config on the cluster");
+    releases::a_paused_server_holds_up_only_its_own_slots(&servers.url(), &servers.ports).await;
 }
 
 /// The Redis scripts follow the lifecycle table: every reachable key, every event that a script

@@ -1,7 +1,8 @@
 //! A call's slot given back is free again for the next call a moment later, even after Redis
 //! lost its scripts (a restart, a failover), which are loaded again. On one server an ended
-//! call's slot waits for the node's next admission, which gives it back, or for its bound; a
-//! node refused as busy meanwhile asks again; a refused call costs no call rate.
+//! call's slot waits for the node's next admission, which gives it back, or for its bound; on a
+//! Redis Cluster it goes back with the other slots waiting, by one script per server; a node
+//! refused as busy meanwhile asks again; a refused call costs no call rate.
 
 use std::time::{Duration, Instant};
 
@@ -14,30 +15,54 @@ use super::{MAX_INFLIGHT, SESSION, call_id, fresh_key, in_an_hour, session_of};
 
 /// The in-flight slots in the watch of the key whose digest is `id`, on the server on `port`.
 fn slots(port: u16, id: &str) -> Vec<String> {
+    hkeys(port, &format!("va:w:{id}"), false)
+}
+
+/// The same on a Redis Cluster, one of whose servers is on `port`.
+fn cluster_slots(port: u16, id: &str) -> Vec<String> {
+    hkeys(port, &format!("va:w:{{{id}}}"), true)
+}
+
+fn redis_cli(port: u16, args: &[&str]) -> String {
     let out = std::process::Command::new("redis-cli")
-        .args(["-p", &port.to_string(), "HKEYS", &format!("va:w:{id}")])
+        .args(["-p", &port.to_string()])
+        .args(args)
         .output()
         .expect("redis-cli");
     assert!(out.status.success());
-    String::from_utf8_lossy(&out.stdout)
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn hkeys(port: u16, watch: &str, cluster: bool) -> Vec<String> {
+    let args = if cluster {
+        vec!["-c", "HKEYS", watch]
+    } else {
+        vec!["HKEYS", watch]
+    };
+    redis_cli(port, &args)
         .lines()
         .filter(|l| l.starts_with("c:"))
         .map(str::to_owned)
         .collect()
 }
 
-/// Waits until `id` has no slot, or fails after 5 s; how long it took.
-async fn until_no_slot(port: u16, id: &str, what: &str) -> Duration {
+/// Waits until `slots()` is empty, or fails after 5 s; how long it took.
+async fn until_none(slots: impl Fn() -> Vec<String>, what: &str) -> Duration {
     let start = Instant::now();
-    while !slots(port, id).is_empty() {
+    while !slots().is_empty() {
         assert!(
             start.elapsed() < Duration::from_secs(5),
             "{what}: {:?}",
-            slots(port, id)
+            slots()
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     start.elapsed()
+}
+
+/// Waits until `id` has no slot, or fails after 5 s; how long it took.
+async fn until_no_slot(port: u16, id: &str, what: &str) -> Duration {
+    until_none(|| slots(port, id), what).await
 }
 
 /// A node with `fold_within` of its own.
@@ -150,6 +175,152 @@ pub async fn an_ended_calls_slot_goes_back_late(url: &str, port: u16) {
     assert_eq!(slots(port, &key), ["c:c_late_4"]);
     b.leave().await;
     assert!(slots(port, &key).is_empty(), "given back when leaving");
+}
+
+/// How many `EVAL` the servers on `ports` ran: on a cluster, only the script that gives slots
+/// back a server at a time is sent that way (the others by their digest, `EVALSHA`).
+fn evals(ports: &[u16]) -> u64 {
+    ports
+        .iter()
+        .map(|port| {
+            redis_cli(*port, &["INFO", "commandstats"])
+                .lines()
+                .find_map(|l| l.strip_prefix("cmdstat_eval:calls="))
+                .and_then(|v| v.split(',').next()?.parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+/// `n` fresh keys' digests whose hash slots each primary of a cluster of three serves (such a
+/// cluster splits the slots in thirds), each with its primary (0, 1, 2); one of its servers is on
+/// `port`.
+fn keys_by_primary(port: u16, n: usize) -> Vec<(String, usize)> {
+    let mut keys = Vec::new();
+    let mut per_primary = [0; 3];
+    while per_primary.iter().any(|k| *k < n) {
+        let id = rid(&fresh_key());
+        let slot: usize = redis_cli(port, &["CLUSTER", "KEYSLOT", &format!("va:w:{{{id}}}")])
+            .trim()
+            .parse()
+            .expect("a slot");
+        let primary = match slot {
+            0..=5460 => 0,
+            5461..=10922 => 1,
+            _ => 2,
+        };
+        if per_primary[primary] < n {
+            per_primary[primary] += 1;
+            keys.push((id, primary));
+        }
+    }
+    keys
+}
+
+/// On a Redis Cluster of three primaries (`url`, its servers on `ports`), two nodes whose ended
+/// calls' slots wait up to 1 s: slots of keys all over the cluster wait, then go back together,
+/// by one script on each server that serves some rather than one per hash slot; an admission
+/// refused meanwhile (on another node, or on this one: it does not give its waiting slots back)
+/// asks again; a node leaving gives back what waits.
+pub async fn on_a_cluster_slots_go_back_a_server_at_a_time(url: &str, ports: &[u16]) {
+    let within = Duration::from_secs(1);
+    let (a, b) = (node(url, within).await, node(url, within).await);
+    let port = ports[0];
+    let keys: Vec<String> = keys_by_primary(port, 3)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    let spare = rid(&fresh_key());
+    for (n, id) in keys.iter().chain([&spare]).enumerate() {
+        a.issue(id, in_an_hour()).await.unwrap();
+        a.bind(id, &format!("s_spread_{n}"), Some(in_an_hour()))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let session = SessionCall {
+        tag: 0x53,
+        max_inflight: 1,
+        rate_per_sec: 1000,
+    };
+
+    // A's first call: admitting rarely, its slot goes back at once.
+    let (got, held) = admit(&a, &keys[0], &session, "c_spread_first").await;
+    assert!(matches!(got, Acquired::Ok), "{got:?}");
+    drop(held);
+    until_none(|| cluster_slots(port, &keys[0]), "given back at once").await;
+
+    // Then a call on each key, each ended at once: every slot waits, then goes back. Twice: the
+    // first batch finds each slot's server, the second sends each server its own at once.
+    for round in 0..2 {
+        // A admits often (its call before may be a second old): a call on another key first.
+        let (got, held) = admit(&a, &spare, &session, &format!("c_spread_{round}_w")).await;
+        assert!(matches!(got, Acquired::Ok), "{got:?}");
+        drop(held);
+        let before = evals(ports);
+        let started = Instant::now();
+        for (n, id) in keys.iter().enumerate() {
+            let (got, held) = admit(&a, id, &session, &format!("c_spread_{round}_{n}")).await;
+            assert!(matches!(got, Acquired::Ok), "{got:?}");
+            drop(held);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            started.elapsed() < within,
+            "this check needs the calls within {within:?}"
+        );
+        for id in &keys {
+            assert_eq!(
+                cluster_slots(port, id).len(),
+                1,
+                "the ended call's slot waits"
+            );
+        }
+        for id in &keys {
+            until_none(|| cluster_slots(port, id), "given back after the wait").await;
+        }
+        let sent = evals(ports) - before;
+        assert!(
+            (1..=3).contains(&sent),
+            "one script on each server serving some of the slots, not one per slot: {sent}"
+        );
+    }
+
+    // A's call ended, its slot waiting: the session's next call (at its limit of one), on B and
+    // then on A itself, is refused first, asks again, and is admitted.
+    for (n, other) in [&b, &a].into_iter().enumerate() {
+        // A admits often again (the call before is a second old).
+        let (got, held) = admit(&a, &keys[3 + n], &session, &format!("c_spread_w{n}")).await;
+        assert!(matches!(got, Acquired::Ok), "{got:?}");
+        drop(held);
+        let (got, held) = admit(&a, &keys[1], &session, &format!("c_spread_x{n}")).await;
+        assert!(matches!(got, Acquired::Ok), "{got:?}");
+        drop(held);
+        let asked = Instant::now();
+        let (got, held) = admit(other, &keys[1], &session, &format!("c_spread_y{n}")).await;
+        assert!(
+            matches!(got, Acquired::Ok),
+            "admitted once the slot is back: {got:?}"
+        );
+        assert!(
+            asked.elapsed() >= within,
+            "asked again: {:?}",
+            asked.elapsed()
+        );
+        drop(held);
+        until_none(|| cluster_slots(port, &keys[1]), "given back").await;
+    }
+
+    // B leaves with a slot waiting: it gives it back as it goes.
+    let (got, held) = admit(&b, &keys[2], &session, "c_spread_leave").await;
+    assert!(matches!(got, Acquired::Ok), "{got:?}");
+    drop(held);
+    assert_eq!(cluster_slots(port, &keys[2]), ["c:c_spread_leave"]);
+    b.leave().await;
+    assert!(
+        cluster_slots(port, &keys[2]).is_empty(),
+        "given back when leaving"
+    );
 }
 
 /// A call refused for its session's calls in flight does not count against the session's call
@@ -276,4 +447,118 @@ pub async fn a_slot_is_given_back_after_redis_lost_its_scripts(store: &impl KeyS
     }
     assert!(more.is_some(), "an admission loads its script again");
     drop(held);
+}
+
+/// The port of the primary serving hash slots `range` (`0-5460`) among the servers on `ports`.
+fn primary_serving(ports: &[u16], range: &str) -> u16 {
+    let nodes = redis_cli(ports[0], &["CLUSTER", "NODES"]);
+    let line = nodes
+        .lines()
+        .find(|l| l.contains("master") && l.split(' ').any(|w| w == range))
+        .unwrap_or_else(|| panic!("a primary serving {range}: {nodes}"));
+    let addr = line.split(' ').nth(1).expect("an address");
+    let port = addr
+        .split('@')
+        .next()
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .expect("a port");
+    assert!(ports.contains(&port), "{port} is one of the cluster's");
+    port
+}
+
+/// On a Redis Cluster of three primaries (`url`, its servers on `ports`), one primary stops
+/// answering (`SIGSTOP`, for less than the cluster's node timeout, so no replica takes over) while
+/// ended calls' slots wait on every server, each server known from a batch before: the other
+/// servers' slots go back at their time, a call ending meanwhile is not held up behind the
+/// batch waiting for that server, and that server's slots go back once it answers again. Runs last: the paused server may have been
+/// found failing by the others.
+pub async fn a_paused_server_holds_up_only_its_own_slots(url: &str, ports: &[u16]) {
+    let within = Duration::from_secs(1);
+    let a = node(url, within).await;
+    let paused = primary_serving(ports, "0-5460");
+    let healthy = primary_serving(ports, "5461-10922");
+    let keys = keys_by_primary(healthy, 2);
+    let spare = rid(&fresh_key());
+    for (n, id) in keys.iter().map(|(id, _)| id).chain([&spare]).enumerate() {
+        a.issue(id, in_an_hour()).await.unwrap();
+        a.bind(id, &format!("s_paused_{n}"), Some(in_an_hour()))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let session = SessionCall {
+        tag: 0x55,
+        max_inflight: 4,
+        rate_per_sec: 1000,
+    };
+    // A batch first, which finds each slot's server.
+    for (n, (id, _)) in keys.iter().enumerate() {
+        let (got, held) = admit(&a, id, &session, &format!("c_paused_f{n}")).await;
+        assert!(matches!(got, Acquired::Ok), "{got:?}");
+        drop(held);
+    }
+    for (id, p) in &keys {
+        let port = if *p == 0 { paused } else { healthy };
+        until_none(|| cluster_slots(port, id), "the first batch").await;
+    }
+    // Two calls, so A admits often and the second's slot waits: the batch is due 1 s after it
+    // ends.
+    for n in 0..2 {
+        let (got, held) = admit(&a, &spare, &session, &format!("c_paused_w{n}")).await;
+        assert!(matches!(got, Acquired::Ok), "{got:?}");
+        drop(held);
+    }
+    let first_wait = Instant::now();
+    for (n, (id, _)) in keys.iter().enumerate() {
+        let (got, held) = admit(&a, id, &session, &format!("c_paused_{n}")).await;
+        assert!(matches!(got, Acquired::Ok), "{got:?}");
+        drop(held);
+    }
+    let pid = redis_cli(paused, &["INFO", "server"])
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .map(|p| p.trim().to_owned())
+        .expect("the server's process id");
+    tokio::time::sleep(Duration::from_millis(800).saturating_sub(first_wait.elapsed())).await;
+    let signal = |sig: &str| {
+        let sent = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+    };
+    signal("-STOP");
+    let stopped = Instant::now();
+    let result = async {
+        // The other servers' slots go back with the batch (due 1 s after the first wait).
+        for (id, _) in keys.iter().filter(|(_, p)| *p != 0) {
+            until_none(|| cluster_slots(healthy, id), "the other servers' slots").await;
+        }
+        assert!(
+            first_wait.elapsed() < within + Duration::from_millis(700),
+            "at their time: {:?}",
+            first_wait.elapsed()
+        );
+        // A call ending now goes back with the next batch, while the one before still waits
+        // for the paused server (its script there is given up after 1 s, then sent again).
+        let (id, _) = keys.iter().find(|(_, p)| *p == 1).expect("a key");
+        let (got, held) = admit(&a, id, &session, "c_paused_next").await;
+        assert!(matches!(got, Acquired::Ok), "{got:?}");
+        drop(held);
+        let ended = Instant::now();
+        until_none(|| cluster_slots(healthy, id), "the next batch").await;
+        ended.elapsed()
+    }
+    .await;
+    tokio::time::sleep(Duration::from_millis(1900).saturating_sub(stopped.elapsed())).await;
+    signal("-CONT");
+    assert!(
+        result < within + Duration::from_millis(600),
+        "not held up behind the batch waiting for the paused server: {result:?}"
+    );
+    // The paused server's slots go back once it answers.
+    for (id, _) in keys.iter().filter(|(_, p)| *p == 0) {
+        until_none(|| cluster_slots(healthy, id), "the paused server's slots").await;
+    }
 }

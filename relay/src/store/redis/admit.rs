@@ -15,9 +15,9 @@ use crate::tokens::unix_now_ms;
 impl Cluster {
     /// Admits a call (see [`forms::ACQUIRE`](super::forms)): one round trip for all of it (on a
     /// cluster, one more after it only when the node holding the tab was not heard from lately).
-    /// On one server, an admission refused as busy is asked once more after
-    /// [`retry_busy_after`]: the slots in the way may be ended calls' that another node gives
-    /// back late ([`super::releases`]).
+    /// When slots are given back late, an admission refused as busy is asked once more after
+    /// [`retry_busy_after`]: the slots in the way may be ended calls' that a node (another, or
+    /// on a Redis Cluster this one too) gives back late ([`super::releases`]).
     pub async fn acquire(
         self: &Arc<Self>,
         rid: &str,
@@ -92,12 +92,13 @@ impl Cluster {
             .arg(session.max_inflight)
             .arg(session.rate_per_sec)
             .arg(window_ms);
-        // This node's ended calls' slots waiting to be given back: given back first.
+        // This node's ended calls' slots waiting to be given back: given back first (on a
+        // cluster, with the other slots waiting instead).
+        self.releases.admitting();
         let folded = if self.sharded {
             Vec::new()
         } else {
             inv.arg(ms(NODE_SUSPECT));
-            self.releases.admitting();
             let folded = self.releases.take(FOLD_MAX);
             for (watch, call_id) in &folded {
                 inv.key(watch).arg(call_id);

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
 use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, RedisResult, ServerErrorKind, Value};
 use tokio::time::Instant;
 
@@ -152,6 +153,27 @@ impl ConnectionLike for Metered<'_> {
 
     fn get_db(&self) -> i64 {
         self.conn.get_db()
+    }
+}
+
+impl Metered<'_> {
+    /// `cmd` sent, on a Redis Cluster, to the primary serving `slot` whatever keys it names (a
+    /// script reaching keys it does not declare); on one server, as any command.
+    pub fn send_to_slot(&mut self, cmd: Cmd, slot: Slot) -> RedisFuture<'_, Value> {
+        let sent: RedisFuture<'_, Value> = match &self.conn {
+            Conn::Single(c) => {
+                let mut c = c.clone();
+                Box::pin(async move { c.req_packed_command(&cmd).await })
+            }
+            Conn::Cluster(c) => {
+                let mut c = c.clone();
+                let to = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+                    Route::with_slot(slot, SlotAddr::Master),
+                ));
+                Box::pin(async move { c.route_command(cmd, to).await })
+            }
+        };
+        metered(self.meter, sent)
     }
 }
 

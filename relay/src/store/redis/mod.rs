@@ -8,7 +8,8 @@
 //! flight, each with its node, and the nodes waiting for its status; a change is published on
 //! the channel of each node in it (`va:n:<node>`, [`NODE_PREFIX`]), which only that node
 //! subscribes. A call's slot is taken by the script that admits it and given back when it ends
-//! (on one server with this node's next admission, [`releases`]), so a node hears a key's
+//! (later, with other work: on one server this node's next admission, on a Redis Cluster the
+//! other slots waiting on the same server, [`releases`]), so a node hears a key's
 //! events only while it waits for the key (its waiting
 //! calls also re-read the key every second, so a lost message costs at most that). The same
 //! channel carries the calls other nodes send this node for its tabs and the outcomes of the
@@ -143,8 +144,8 @@ pub struct Settings {
     pub max_inflight: usize,
     /// How long an in-flight counter survives without calls (a lost node's count fades).
     pub inflight_ttl: Duration,
-    /// How long an ended call's slot may wait for this node's next admission, on one server
-    /// ([`releases`]; [`releases::FOLD_WITHIN`] in the relay); zero gives every slot back at once.
+    /// How long an ended call's slot may wait to be given back with other work ([`releases`];
+    /// [`releases::FOLD_WITHIN`] in the relay); zero gives every slot back at once.
     pub fold_within: Duration,
 }
 

@@ -1,31 +1,40 @@
-//! Slots given back late, on one Redis server (and behind sentinels): a call's slot in its key's
-//! watch is not given back in a round trip of its own when the call ends. It waits, at most
-//! [`FOLD_WITHIN`], for this node's next admission, whose script gives it back before counting
-//! ([`forms::ACQUIRE`](super::forms)); when no admission comes in that time, the slots still
-//! waiting are given back together, in one script. So under a steady flow of calls a call costs
-//! one round trip (its admission), not two.
+//! Slots given back late: a call's slot in its key's watch is not given back in a round trip of
+//! its own when the call ends. It waits, at most [`FOLD_WITHIN`], to go back with other work:
+//! - on one Redis server (and behind sentinels), with this node's next admission, whose script
+//!   gives it back before counting ([`forms::ACQUIRE`](super::forms)); when no admission comes in
+//!   that time, the slots still waiting go back together, in one script;
+//! - on a Redis Cluster, where a script declares the keys of one hash slot only and the slots
+//!   waiting are mostly other keys', with the other slots waiting: one script on a server gives
+//!   back every waiting slot that server serves, whatever its hash slot, and names those it does
+//!   not serve, which the next script, on another server, takes ([`GIVE_BACK_SPREAD`]); once
+//!   the servers are found, each is sent its own slots (and those not placed yet) at once. So a
+//!   batch costs one round trip per server, not one per slot. What no server took (a
+//!   hash slot being moved) goes back by a script per hash slot, which follows the cluster.
+//!
+//! So under a steady flow of calls a call costs one round trip (its admission), not two.
 //!
 //! A slot waits only while this node admits calls at least as often as [`FOLD_WITHIN`] (its last
 //! two admissions that close, the last one that recent); at a lower rate it is given back at
 //! once, as a wait would cost a wake-up of its own.
 //!
 //! A slot given back late counts a little longer among its key's calls in flight and its
-//! session's. This node's own admissions never see that (they give its waiting slots back
-//! first); another node's may, and be refused as busy for a call that had already ended. So an
-//! admission refused as busy is asked again once, after [`retry_busy_after`], by when every
-//! node's late slots are given back ([`Cluster::acquire`](super::Cluster::acquire)); a call that
-//! is still refused then is refused. A refused admission does not count against its session's
-//! call rate, so asking again costs none.
-//!
-//! On a Redis Cluster a script touches one hash slot, and the slots waiting are mostly other
-//! keys': there each slot is given back at once, in its own round trip.
+//! session's. On one server this node's own admissions never see that (they give its waiting
+//! slots back first); another node's may, and on a Cluster this node's too, and be refused as
+//! busy for a call that had already ended. So an admission refused as busy is asked again once,
+//! after [`retry_busy_after`], by when every node's late slots are given back
+//! ([`Cluster::acquire`](super::Cluster::acquire)); a call that is still refused then is
+//! refused. A refused admission does not count against its session's call rate, so asking again
+//! costs none.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use redis::cluster_routing::Slot as HashSlot;
 use tokio::sync::Notify;
 
+use super::sharded::GIVE_BACK_SPREAD;
 use super::{Cluster, Lane};
 
 /// How long an ended call's slot waits for this node's next admission, in the relay. Slots
@@ -47,6 +56,16 @@ pub const FOLD_MAX: usize = 16;
 const WAITING_MAX: usize = 1024;
 /// At most this many slots are given back by one script of their own.
 const BATCH: usize = 256;
+/// On a Redis Cluster, at most this many servers are asked in turn for one batch of slots; what
+/// is left then goes back by hash slot.
+const SPREAD_ROUNDS: usize = 16;
+/// At most this many batches of waiting slots are on their way at once: a batch held up by a
+/// server that does not answer (its primary lost, until a replica takes over) does not hold up
+/// the next, whose slots other servers may serve.
+const BATCHES_AT_ONCE: usize = 4;
+/// On a Redis Cluster, at most this many servers are remembered (a server serves at least one
+/// hash slot, of 16,384).
+const SERVERS_MAX: usize = 64;
 
 /// The slots given back late (see the module's text): the key's watch and the call's id; and
 /// how often this node admits calls, to give slots back late only when another admission is
@@ -60,6 +79,29 @@ pub(super) struct Releases {
     last_us: AtomicU64,
     /// The time between its last two admissions, in µs (`u64::MAX`: fewer than two).
     gap_us: AtomicU64,
+    /// On a Redis Cluster, the servers batches found.
+    servers: std::sync::Mutex<Servers>,
+}
+
+/// On a Redis Cluster, the servers batches of slots found, each known by a hash slot it serves
+/// (the one a batch was sent by), and for each hash slot whose server was found, that server.
+#[derive(Default)]
+struct Servers {
+    found: Vec<HashSlot>,
+    of: HashMap<HashSlot, HashSlot>,
+}
+
+impl Servers {
+    /// `hash_slot` is served by the server a batch reached through `by`.
+    fn learn(&mut self, hash_slot: HashSlot, by: HashSlot) {
+        if !self.found.contains(&by) {
+            if self.found.len() >= SERVERS_MAX {
+                return;
+            }
+            self.found.push(by);
+        }
+        self.of.insert(hash_slot, by);
+    }
 }
 
 impl Default for Releases {
@@ -70,6 +112,7 @@ impl Default for Releases {
             start: std::time::Instant::now(),
             last_us: AtomicU64::new(0),
             gap_us: AtomicU64::new(u64::MAX),
+            servers: Default::default(),
         }
     }
 }
@@ -101,6 +144,10 @@ impl Releases {
         self.gap_us.load(Ordering::Relaxed) < within && since < within
     }
 
+    fn servers(&self) -> std::sync::MutexGuard<'_, Servers> {
+        self.servers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, String)>> {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -123,12 +170,12 @@ impl Releases {
 }
 
 impl Cluster {
-    /// Whether this node gives slots back late at all: on one server, with a wait set.
+    /// Whether this node gives slots back late at all: with a wait set.
     pub(super) fn gives_back_late(&self) -> bool {
-        !self.sharded && !self.settings.fold_within.is_zero()
+        !self.settings.fold_within.is_zero()
     }
 
-    /// Gives a call's slot back late (one server) or at once (a Redis Cluster).
+    /// Gives a call's slot back late, or at once when this node admits calls rarely.
     pub(super) fn give_back(self: &Arc<Self>, watch: String, call_id: String) {
         if !self.gives_back_late() || !self.releases.admission_likely(self.settings.fold_within) {
             let cluster = self.clone();
@@ -155,11 +202,134 @@ impl Cluster {
             if slots.is_empty() {
                 return;
             }
-            self.finish(slots).await;
+            if self.sharded {
+                self.finish_spread(slots).await;
+            } else {
+                self.finish(slots).await;
+            }
         }
     }
 
-    /// One script giving `slots` back. A failure leaves them to lapse at their call's deadline
+    /// On a Redis Cluster, gives `slots` back a server at a time ([`GIVE_BACK_SPREAD`]). Each
+    /// server found by an earlier batch is sent at once the slots known to be its own and those
+    /// whose server is not known yet (each hash slot has one server: at most one takes it).
+    /// What is left then goes to the server serving the first one's watch, then to the server
+    /// serving the first one that server did not take, and so on. What a server did not take
+    /// when it should have (its hash slot moving), what a server known did not answer for (its
+    /// primary lost), and what is left after [`SPREAD_ROUNDS`] servers goes back by one script
+    /// per hash slot, which the cluster connection sends wherever the slot went.
+    async fn finish_spread(&self, slots: Vec<(String, String)>) {
+        let hash_slots: Vec<HashSlot> = slots.iter().map(|s| HashSlot::for_key(&s.0)).collect();
+        let (servers, known): (Vec<HashSlot>, Vec<Option<HashSlot>>) = {
+            let servers = self.releases.servers();
+            let known = hash_slots.iter().map(|h| servers.of.get(h).copied());
+            (servers.found.clone(), known.collect())
+        };
+        let mut taken = vec![false; slots.len()];
+        let slots = &slots;
+        let sends = servers.iter().map(|by| {
+            let these: Vec<usize> = (0..slots.len())
+                .filter(|&i| known[i].is_none_or(|k| k == *by))
+                .collect();
+            async move {
+                let answer = match these.is_empty() {
+                    true => None,
+                    false => {
+                        self.give_back_on(*by, these.iter().map(|&i| &slots[i]))
+                            .await
+                    }
+                };
+                (*by, these, answer)
+            }
+        });
+        let answers = futures_util::future::join_all(sends).await;
+        // Slots whose server did not answer: not sent about again, but by hash slot (the
+        // cluster connection follows a slot to the replica that takes over).
+        let mut unanswered = vec![false; slots.len()];
+        {
+            let mut servers = self.releases.servers();
+            for (by, these, answer) in answers {
+                let Some(took) = answer else {
+                    for &i in &these {
+                        unanswered[i] = known[i] == Some(by);
+                    }
+                    continue;
+                };
+                for (&i, took) in these.iter().zip(took) {
+                    if took {
+                        taken[i] = true;
+                        servers.learn(hash_slots[i], by);
+                    } else if known[i] == Some(by) {
+                        servers.of.remove(&hash_slots[i]);
+                    }
+                }
+            }
+        }
+        let mut left: Vec<usize> = (0..slots.len())
+            .filter(|&i| !taken[i] && !unanswered[i])
+            .collect();
+        for _ in 0..SPREAD_ROUNDS {
+            let Some(&first) = left.first() else {
+                break;
+            };
+            let by = hash_slots[first];
+            let Some(took) = self.give_back_on(by, left.iter().map(|&i| &slots[i])).await else {
+                break;
+            };
+            let mut servers = self.releases.servers();
+            let before = left.len();
+            left = left
+                .into_iter()
+                .zip(took)
+                .filter_map(|(i, took)| {
+                    if took {
+                        servers.learn(hash_slots[i], by);
+                    }
+                    (!took).then_some(i)
+                })
+                .collect();
+            if left.len() >= before {
+                break;
+            }
+        }
+        left.extend((0..slots.len()).filter(|&i| unanswered[i]));
+        let mut by_slot: HashMap<HashSlot, Vec<(String, String)>> = HashMap::new();
+        for i in left {
+            by_slot
+                .entry(hash_slots[i])
+                .or_default()
+                .push(slots[i].clone());
+        }
+        futures_util::future::join_all(by_slot.into_values().map(|one| self.finish(one))).await;
+    }
+
+    /// One [`GIVE_BACK_SPREAD`] on the server serving hash slot `by`: for each slot, whether
+    /// that server took it (`None` when it did not answer).
+    async fn give_back_on<'a>(
+        &self,
+        by: HashSlot,
+        slots: impl Iterator<Item = &'a (String, String)>,
+    ) -> Option<Vec<bool>> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(GIVE_BACK_SPREAD).arg(0);
+        let mut n = 0;
+        for (watch, call_id) in slots {
+            cmd.arg(watch).arg(call_id);
+            n += 1;
+        }
+        let mut conn = self.conn_for(Lane::Calls);
+        let reply = self.op(conn.send_to_slot(cmd, by)).await.ok()?;
+        let left = redis::from_redis_value::<Vec<usize>>(reply).ok()?;
+        let mut took = vec![true; n];
+        for at in left {
+            if let Some(t) = at.checked_sub(1).and_then(|i| took.get_mut(i)) {
+                *t = false;
+            }
+        }
+        Some(took)
+    }
+
+    /// One script giving `slots` back (on a Redis Cluster, slots of one hash slot). A failure leaves them to lapse at their call's deadline
     /// (their `until`), as a node lost with its calls would.
     async fn finish(&self, slots: Vec<(String, String)>) {
         let mut inv = self.scripts.finish.prepare_invoke();
@@ -186,13 +356,20 @@ pub(super) async fn give_back_late(
     cluster: Weak<Cluster>,
     within: Duration,
 ) {
+    let running = Arc::new(tokio::sync::Semaphore::new(BATCHES_AT_ONCE));
     loop {
         releases.wake.notified().await;
         tokio::time::sleep(within).await;
+        let Ok(batch) = running.clone().acquire_owned().await else {
+            return;
+        };
         let Some(cluster) = cluster.upgrade() else {
             return;
         };
-        cluster.give_back_waiting().await;
+        tokio::spawn(async move {
+            cluster.give_back_waiting().await;
+            drop(batch);
+        });
     }
 }
 

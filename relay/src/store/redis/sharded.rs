@@ -93,6 +93,19 @@ return 1",
     }
 }
 
+/// Gives back the ended calls' slots that the server running it serves, whatever their hash
+/// slots (`allow-cross-slot-keys`: a script may reach keys of several slots of its own server,
+/// named in its arguments rather than declared); a slot of another server's, or of a slot being
+/// moved, is an error that `redis.pcall` hands back, and the script answers its place (from 1).
+/// ARGV: watch, call id, watch, call id, ...
+pub(super) const GIVE_BACK_SPREAD: &str = r"#!lua flags=allow-cross-slot-keys
+local left = {}
+for i = 1, #ARGV, 2 do
+  local r = redis.pcall('HDEL', ARGV[i], 'c:' .. ARGV[i + 1])
+  if type(r) == 'table' and r.err then table.insert(left, (i + 1) / 2) end
+end
+return left";
+
 /// Runs `cmd` on one node of the cluster (any), for what every node answers alike.
 pub(super) async fn one_node(
     conn: &mut ClusterConnection,

@@ -74,8 +74,8 @@ impl Drop for Watch<'_> {
 
 /// A call's slot in the key's watch (`c:<call id>`, taken by the script that admitted it):
 /// it counts among the key's calls in flight and its session's, and makes the key's changes
-/// reach this node. Given back on drop, in the background (on one server with this node's next
-/// admission, [`super::releases`]), unless the node holding the tab gave it back already with the
+/// reach this node. Given back on drop, in the background and late, with other work
+/// ([`super::releases`]), unless the node holding the tab gave it back already with the
 /// call's outcome ([`Slot::given_back`]).
 pub struct Slot {
     cluster: Arc<Cluster>,
