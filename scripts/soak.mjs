@@ -6,7 +6,10 @@
 // retries. On one relay and on three relays sharing one Redis (when redis-server is installed).
 //
 //   node scripts/soak.mjs [--minutes 1] [--tabs 24] [--agents 6] [--nodes 1|3|both] [--bin PATH]
-//                         [--failover-every S]
+//                         [--failover-every S] [--redis one|cluster]
+//
+// With --redis cluster, the three nodes share a Redis Cluster of three primaries and three
+// replicas (redis+cluster://) instead of one server.
 //
 // With --failover-every S, the three nodes share a primary + replica watched by three sentinels
 // (redis+sentinel://), and every S seconds the primary fails over, by turns with SENTINEL
@@ -32,6 +35,7 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 // Relays and Redis come from the black-box suites' harness (e2e/harness), like every test's.
 import { startRelay as launchRelay, startRedis, startSentinels } from '../e2e/harness/index.mjs';
+import { startRedisCluster } from '../e2e/harness/redis-cluster.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { io } = createRequire(join(root, 'e2e/package.json'))('socket.io-client');
@@ -42,6 +46,9 @@ const tabCount = Number(opt('--tabs', '24'));
 const agentCount = Number(opt('--agents', '6'));
 const nodesOpt = opt('--nodes', 'both');
 const failoverEvery = Number(opt('--failover-every', '0'));
+const redisKind = opt('--redis', 'one');
+if (!['one', 'cluster'].includes(redisKind)) throw new Error(`--redis one|cluster, not ${redisKind}`);
+if (redisKind === 'cluster' && failoverEvery > 0) throw new Error('--failover-every runs on sentinels, not with --redis cluster');
 const bin = opt('--bin', join(process.env.CARGO_TARGET_DIR ?? join(root, 'target'), 'release/relay'));
 const GRACE_MS = 1500;
 const CALL_TIMEOUT_MS = 800;
@@ -126,13 +133,13 @@ async function run(mode) {
     redis = failover.redis;
     for (const n of ['a', 'b', 'c']) nodes.push(await startRelay(`relay-${n}`, { RELAY_REDIS_URL: redis.url }));
   } else if (mode === 3) {
-    redis = await startRedis();
+    redis = redisKind === 'cluster' ? await startRedisCluster() : await startRedis();
     for (const n of ['a', 'b', 'c']) nodes.push(await startRelay(`relay-${n}`, { RELAY_REDIS_URL: redis.url }));
   } else {
     nodes.push(await startRelay('relay', {}));
   }
   const stats = {
-    mode: mode === 3 ? 'three nodes on Redis' : 'one node', calls: 0, byOutcome: {}, retries: 0, retryMismatch: 0,
+    mode: mode === 3 ? `three nodes on ${redisKind === 'cluster' ? 'a Redis Cluster' : 'Redis'}` : 'one node', calls: 0, byOutcome: {}, retries: 0, retryMismatch: 0,
     churn: { within: 0, beyond: 0, replace: 0, revoke: 0 }, misrouted: 0, lost: 0, duplicated: 0, unexpected: [],
   };
   const deliveries = new Map(); // seq → [{sid, answered}]

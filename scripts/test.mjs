@@ -290,6 +290,9 @@ say('== API contract: generated requests against the relay\'s and the worker\'s 
 say('== soak, a minute per mode (tabs churning while agents call, one node and three on Redis)');
 await statusRunner('soak', process.execPath, [join(ROOT, 'scripts/soak.mjs'), '--minutes', '1', '--nodes', 'both', '--bin', BINS.RELAY_BIN],
   { passLine: /^soak: passed/m });
+say('== soak on a Redis Cluster, a minute (three nodes, redis+cluster://)');
+await statusRunner('soak-cluster', process.execPath, [join(ROOT, 'scripts/soak.mjs'), '--minutes', '1', '--nodes', '3', '--redis', 'cluster', '--bin', BINS.RELAY_BIN],
+  { passLine: /^soak: passed/m });
 
 // Alone, after the rest: it builds release binaries, which would slow the timed tests above.
 say('== operations test (scripts/manage.sh on a fresh copy of the tree)');
