@@ -72,6 +72,22 @@ async fn node(url: &str, fold_within: Duration) -> std::sync::Arc<Cluster> {
     super::connect_with(url, None, settings).await
 }
 
+/// The keys whose digests are `ids` issued and bound on `node` (to sockets `<sid>_<n>`) for an
+/// hour, so they outlive the suite's short unbound lifetime.
+async fn bind_for_an_hour<'a>(
+    node: &Cluster,
+    ids: impl IntoIterator<Item = &'a String>,
+    sid: &str,
+) {
+    for (n, id) in ids.into_iter().enumerate() {
+        node.issue(id, in_an_hour()).await.unwrap();
+        node.bind(id, &format!("{sid}_{n}"), Some(in_an_hour()))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
 /// One call of `session` admitted on `node` for the key whose digest is `id`.
 async fn admit(
     node: &std::sync::Arc<Cluster>,
@@ -94,11 +110,7 @@ pub async fn an_ended_calls_slot_goes_back_late(url: &str, port: u16) {
     let within = Duration::from_secs(1);
     let (a, b) = (node(url, within).await, node(url, within).await);
     let (key, other) = (rid(&fresh_key()), rid(&fresh_key()));
-    // Bound, so they outlive the suite's short unbound lifetime.
-    for (id, sid) in [(&key, "s_late_1"), (&other, "s_late_2")] {
-        a.issue(id, in_an_hour()).await.unwrap();
-        a.bind(id, sid, Some(in_an_hour())).await.unwrap().unwrap();
-    }
+    bind_for_an_hour(&a, [&key, &other], "s_late").await;
     let session = SessionCall {
         tag: 0x51,
         max_inflight: 1,
@@ -219,9 +231,9 @@ fn keys_by_primary(port: u16, n: usize) -> Vec<(String, usize)> {
 
 /// On a Redis Cluster of three primaries (`url`, its servers on `ports`), two nodes whose ended
 /// calls' slots wait up to 1 s: slots of keys all over the cluster wait, then go back together,
-/// by one script on each server that serves some rather than one per hash slot; an admission
-/// refused meanwhile (on another node, or on this one: it does not give its waiting slots back)
-/// asks again; a node leaving gives back what waits.
+/// by one script on each server that serves some rather than one per hash slot; this node's
+/// next admission on the same key gives its slot back with it; another node's admission refused
+/// meanwhile asks again; a node leaving gives back what waits.
 pub async fn on_a_cluster_slots_go_back_a_server_at_a_time(url: &str, ports: &[u16]) {
     let within = Duration::from_secs(1);
     let (a, b) = (node(url, within).await, node(url, within).await);
@@ -231,13 +243,7 @@ pub async fn on_a_cluster_slots_go_back_a_server_at_a_time(url: &str, ports: &[u
         .map(|(id, _)| id)
         .collect();
     let spare = rid(&fresh_key());
-    for (n, id) in keys.iter().chain([&spare]).enumerate() {
-        a.issue(id, in_an_hour()).await.unwrap();
-        a.bind(id, &format!("s_spread_{n}"), Some(in_an_hour()))
-            .await
-            .unwrap()
-            .unwrap();
-    }
+    bind_for_an_hour(&a, keys.iter().chain([&spare]), "s_spread").await;
     let session = SessionCall {
         tag: 0x53,
         max_inflight: 1,
@@ -286,30 +292,57 @@ pub async fn on_a_cluster_slots_go_back_a_server_at_a_time(url: &str, ports: &[u
         );
     }
 
-    // A's call ended, its slot waiting: the session's next call (at its limit of one), on B and
-    // then on A itself, is refused first, asks again, and is admitted.
-    for (n, other) in [&b, &a].into_iter().enumerate() {
-        // A admits often again (the call before is a second old).
-        let (got, held) = admit(&a, &keys[3 + n], &session, &format!("c_spread_w{n}")).await;
-        assert!(matches!(got, Acquired::Ok), "{got:?}");
-        drop(held);
-        let (got, held) = admit(&a, &keys[1], &session, &format!("c_spread_x{n}")).await;
-        assert!(matches!(got, Acquired::Ok), "{got:?}");
-        drop(held);
-        let asked = Instant::now();
-        let (got, held) = admit(other, &keys[1], &session, &format!("c_spread_y{n}")).await;
-        assert!(
-            matches!(got, Acquired::Ok),
-            "admitted once the slot is back: {got:?}"
-        );
-        assert!(
-            asked.elapsed() >= within,
-            "asked again: {:?}",
-            asked.elapsed()
-        );
-        drop(held);
-        until_none(|| cluster_slots(port, &keys[1]), "given back").await;
-    }
+    // A's call ended, its slot waiting: the session's next call on the same key (at its limit
+    // of one) on A itself is admitted at once (its admission gives the slot back); on B it is
+    // refused first, asks again, and is admitted. (A call on another key first each time: A
+    // admits often again, its call before being a second old.)
+    let warm = |n: usize| {
+        let a = a.clone();
+        let (key, session) = (keys[3 + n].clone(), &session);
+        async move {
+            let (got, held) = admit(&a, &key, session, &format!("c_spread_w{n}")).await;
+            assert!(matches!(got, Acquired::Ok), "{got:?}");
+            drop(held);
+        }
+    };
+    warm(0).await;
+    let (got, held) = admit(&a, &keys[1], &session, "c_spread_own_1").await;
+    assert!(matches!(got, Acquired::Ok), "{got:?}");
+    drop(held);
+    assert_eq!(cluster_slots(port, &keys[1]), ["c:c_spread_own_1"], "waits");
+    let asked = Instant::now();
+    let (got, held) = admit(&a, &keys[1], &session, "c_spread_own_2").await;
+    assert!(matches!(got, Acquired::Ok), "admitted at once: {got:?}");
+    assert!(
+        asked.elapsed() < within / 2,
+        "not asked again: {:?}",
+        asked.elapsed()
+    );
+    assert_eq!(
+        cluster_slots(port, &keys[1]),
+        ["c:c_spread_own_2"],
+        "the ended call's slot went back with the admission"
+    );
+    drop(held);
+    until_none(|| cluster_slots(port, &keys[1]), "given back").await;
+
+    warm(1).await;
+    let (got, held) = admit(&a, &keys[1], &session, "c_spread_x").await;
+    assert!(matches!(got, Acquired::Ok), "{got:?}");
+    drop(held);
+    let asked = Instant::now();
+    let (got, held) = admit(&b, &keys[1], &session, "c_spread_y").await;
+    assert!(
+        matches!(got, Acquired::Ok),
+        "admitted once the slot is back: {got:?}"
+    );
+    assert!(
+        asked.elapsed() >= within,
+        "asked again: {:?}",
+        asked.elapsed()
+    );
+    drop(held);
+    until_none(|| cluster_slots(port, &keys[1]), "given back").await;
 
     // B leaves with a slot waiting: it gives it back as it goes.
     let (got, held) = admit(&b, &keys[2], &session, "c_spread_leave").await;
@@ -480,13 +513,12 @@ pub async fn a_paused_server_holds_up_only_its_own_slots(url: &str, ports: &[u16
     let healthy = primary_serving(ports, "5461-10922");
     let keys = keys_by_primary(healthy, 2);
     let spare = rid(&fresh_key());
-    for (n, id) in keys.iter().map(|(id, _)| id).chain([&spare]).enumerate() {
-        a.issue(id, in_an_hour()).await.unwrap();
-        a.bind(id, &format!("s_paused_{n}"), Some(in_an_hour()))
-            .await
-            .unwrap()
-            .unwrap();
-    }
+    bind_for_an_hour(
+        &a,
+        keys.iter().map(|(id, _)| id).chain([&spare]),
+        "s_paused",
+    )
+    .await;
     let session = SessionCall {
         tag: 0x55,
         max_inflight: 4,

@@ -16,8 +16,8 @@ impl Cluster {
     /// Admits a call (see [`forms::ACQUIRE`](super::forms)): one round trip for all of it (on a
     /// cluster, one more after it only when the node holding the tab was not heard from lately).
     /// When slots are given back late, an admission refused as busy is asked once more after
-    /// [`retry_busy_after`]: the slots in the way may be ended calls' that a node (another, or
-    /// on a Redis Cluster this one too) gives back late ([`super::releases`]).
+    /// [`retry_busy_after`]: the slots in the way may be ended calls' that another node gives
+    /// back late ([`super::releases`]).
     pub async fn acquire(
         self: &Arc<Self>,
         rid: &str,
@@ -93,18 +93,18 @@ impl Cluster {
             .arg(session.rate_per_sec)
             .arg(window_ms);
         // This node's ended calls' slots waiting to be given back: given back first (on a
-        // cluster, with the other slots waiting instead).
+        // cluster, those of the same key, whose hash slot the script may touch; the others go
+        // with the other slots waiting).
         self.releases.admitting();
         let folded = if self.sharded {
-            Vec::new()
+            self.releases.take_if(FOLD_MAX, |w| w == watch)
         } else {
             inv.arg(ms(NODE_SUSPECT));
-            let folded = self.releases.take(FOLD_MAX);
-            for (watch, call_id) in &folded {
-                inv.key(watch).arg(call_id);
-            }
-            folded
+            self.releases.take(FOLD_MAX)
         };
+        for (watch, call_id) in &folded {
+            inv.key(watch).arg(call_id);
+        }
         let reply: Vec<String> = match self
             .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
             .await

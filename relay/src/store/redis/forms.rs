@@ -195,20 +195,21 @@ return {'ok', tostring(rv)}";
 ///
 /// A refused admission does not count against the session's call rate (as in memory).
 ///
-/// On one server the script first gives back this node's ended calls' slots that waited for it
-/// ([`super::releases`]): the watches after the fixed keys, their call ids after the fixed
-/// arguments.
+/// The script first gives back this node's ended calls' slots that waited for it
+/// ([`super::releases`]; on a cluster, the key's own only): the watches after the
+/// fixed keys, their call ids after the fixed arguments.
 ///
-/// KEYS: key, watch, session rate window, session's end marker, then on one server the nodes and
-/// the watches of the slots to give back. ARGV: max in flight, watch ttl ms, node, call id, the
-/// call's life ms, the guessed node ('' for none), the message ('' for none), send by (Redis
+/// KEYS: key, watch, session rate window, session's end marker, then on one server the nodes,
+/// then the watches of the slots to give back. ARGV: max in flight, watch ttl ms, node, call id,
+/// the call's life ms, the guessed node ('' for none), the message ('' for none), send by (Redis
 /// ms), session tag, session max in flight, session rate limit, window ms, then on one server
-/// suspect ms and the call ids of the slots to give back. Answers (`now` being Redis's
+/// suspect ms, then the call ids of the slots to give back. Answers (`now` being Redis's
 /// clock) `{'ok', now}` (no tab now), `{'ok', now, node, sid}`, `{'sent', now, node, sid,
 /// receivers}`, `{'ended', now}`, `{'unknown', now}`, `{'rate', now}`, `{'busy', now}`,
 /// `{'session_busy', now}` or `{'late'}`.
 pub(super) const ACQUIRE: &str = r"
 for i = 6, #KEYS do redis.call('HDEL', KEYS[i], 'c:' .. ARGV[i + 8]) end --one
+for i = 5, #KEYS do redis.call('HDEL', KEYS[i], 'c:' .. ARGV[i + 8]) end --cluster
 local now = clock_ms()
 if ARGV[7] ~= '' and now > tonumber(ARGV[8]) then return {'late'} end
 local at = tostring(now)
@@ -281,9 +282,22 @@ mod tests {
     }
 
     #[test]
-    fn only_the_one_server_admission_gives_waiting_slots_back() {
-        // On a cluster the waiting slots may be in other hash slots: given back on their own.
-        assert!(text(ACQUIRE, false).contains("for i = 6, #KEYS do redis.call('HDEL'"));
-        assert!(!text(ACQUIRE, true).contains("#KEYS"));
+    fn the_admission_gives_waiting_slots_back_after_its_fixed_keys() {
+        // One server: key, watch, window, end marker, nodes. A cluster: the same but the nodes.
+        let one = text(ACQUIRE, false);
+        let cluster = text(ACQUIRE, true);
+        assert!(
+            one.contains("for i = 6, #KEYS do redis.call('HDEL'"),
+            "{one}"
+        );
+        assert!(!one.contains("for i = 5,"), "{one}");
+        assert!(
+            cluster.contains("for i = 5, #KEYS do redis.call('HDEL'"),
+            "{cluster}"
+        );
+        assert!(!cluster.contains("for i = 6,"), "{cluster}");
+        // Both take the call ids after twelve fixed arguments (one server: and suspect ms).
+        assert!(one.contains("ARGV[i + 8]") && cluster.contains("ARGV[i + 8]"));
+        assert!(one.contains("ARGV[13]") && !cluster.contains("ARGV[13]"));
     }
 }

@@ -3,13 +3,14 @@
 //! - on one Redis server (and behind sentinels), with this node's next admission, whose script
 //!   gives it back before counting ([`forms::ACQUIRE`](super::forms)); when no admission comes in
 //!   that time, the slots still waiting go back together, in one script;
-//! - on a Redis Cluster, where a script declares the keys of one hash slot only and the slots
-//!   waiting are mostly other keys', with the other slots waiting: one script on a server gives
-//!   back every waiting slot that server serves, whatever its hash slot, and names those it does
-//!   not serve, which the next script, on another server, takes ([`GIVE_BACK_SPREAD`]); once
-//!   the servers are found, each is sent its own slots (and those not placed yet) at once. So a
-//!   batch costs one round trip per server, not one per slot. What no server took (a
-//!   hash slot being moved) goes back by a script per hash slot, which follows the cluster.
+//! - on a Redis Cluster, where a script declares the keys of one hash slot only, with this
+//!   node's next admission on the same key, or else with the other slots waiting: one script on
+//!   a server gives back every waiting slot that server serves, whatever its hash slot, and
+//!   names those it does not serve, which the next script, on another server, takes
+//!   ([`GIVE_BACK_SPREAD`]); once the servers are found, each is sent its own slots (and those
+//!   not placed yet) at once. So a batch costs one round trip per server, not one per slot.
+//!   What no server took (a hash slot being moved) goes back by a script per hash slot, which
+//!   follows the cluster.
 //!
 //! So under a steady flow of calls a call costs one round trip (its admission), not two.
 //!
@@ -18,8 +19,8 @@
 //! once, as a wait would cost a wake-up of its own.
 //!
 //! A slot given back late counts a little longer among its key's calls in flight and its
-//! session's. On one server this node's own admissions never see that (they give its waiting
-//! slots back first); another node's may, and on a Cluster this node's too, and be refused as
+//! session's (a session's calls are counted per key). This node's own admissions never see that
+//! (they give back its waiting slots of their key first); another node's may, and be refused as
 //! busy for a call that had already ended. So an admission refused as busy is asked again once,
 //! after [`retry_busy_after`], by when every node's late slots are given back
 //! ([`Cluster::acquire`](super::Cluster::acquire)); a call that is still refused then is
@@ -159,6 +160,21 @@ impl Releases {
         waiting.drain(..n).collect()
     }
 
+    /// Up to `max` waiting slots whose watch `fits`, taken (the others keep their place).
+    pub(super) fn take_if(&self, max: usize, fits: impl Fn(&str) -> bool) -> Vec<(String, String)> {
+        let mut waiting = self.lock();
+        let mut taken = Vec::new();
+        let mut i = 0;
+        while i < waiting.len() && taken.len() < max {
+            if fits(&waiting[i].0) {
+                taken.push(waiting.remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        taken
+    }
+
     /// Slots an admission took but may not have given back (it failed): waiting again.
     pub(super) fn put_back(&self, slots: Vec<(String, String)>) {
         if slots.is_empty() {
@@ -243,8 +259,8 @@ impl Cluster {
             }
         });
         let answers = futures_util::future::join_all(sends).await;
-        // Slots whose server did not answer: not sent about again, but by hash slot (the
-        // cluster connection follows a slot to the replica that takes over).
+        // Slots whose known server did not answer: not searched for on other servers, but sent
+        // by hash slot (the cluster connection follows a slot to the replica that takes over).
         let mut unanswered = vec![false; slots.len()];
         {
             let mut servers = self.releases.servers();
@@ -329,8 +345,9 @@ impl Cluster {
         Some(took)
     }
 
-    /// One script giving `slots` back (on a Redis Cluster, slots of one hash slot). A failure leaves them to lapse at their call's deadline
-    /// (their `until`), as a node lost with its calls would.
+    /// One script giving `slots` back (on a Redis Cluster, slots of one hash slot). A failure
+    /// leaves them to lapse at their call's deadline (their `until`), as a node lost with its
+    /// calls would.
     async fn finish(&self, slots: Vec<(String, String)>) {
         let mut inv = self.scripts.finish.prepare_invoke();
         for (watch, call_id) in &slots {
