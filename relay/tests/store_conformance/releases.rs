@@ -72,6 +72,29 @@ async fn node(url: &str, fold_within: Duration) -> std::sync::Arc<Cluster> {
     super::connect_with(url, None, settings).await
 }
 
+/// One call of `session` on `node`, while another node's ended call's slot of the same key waits
+/// (up to `within`): refused first, asked again once the slot is back, and admitted.
+async fn admitted_after_asking_again(
+    node: &std::sync::Arc<Cluster>,
+    id: &str,
+    session: &SessionCall,
+    call_id: &str,
+    within: Duration,
+) -> Option<Admitted> {
+    let asked = Instant::now();
+    let (got, held) = admit(node, id, session, call_id).await;
+    assert!(
+        matches!(got, Acquired::Ok),
+        "admitted once the ended call's slot is back: {got:?}"
+    );
+    assert!(
+        asked.elapsed() >= within,
+        "refused first, asked again after the other node gave its slot back: {:?}",
+        asked.elapsed()
+    );
+    held
+}
+
 /// The keys whose digests are `ids` issued and bound on `node` (to sockets `<sid>_<n>`) for an
 /// hour, so they outlive the suite's short unbound lifetime.
 async fn bind_for_an_hour<'a>(
@@ -164,17 +187,7 @@ pub async fn an_ended_calls_slot_goes_back_late(url: &str, port: u16) {
     let (got, held) = admit(&a, &key, &session, "c_late_3").await;
     assert!(matches!(got, Acquired::Ok), "{got:?}");
     drop(held);
-    let asked = Instant::now();
-    let (got, running) = admit(&b, &key, &session, "c_late_4").await;
-    assert!(
-        matches!(got, Acquired::Ok),
-        "admitted once the ended call's slot is back"
-    );
-    assert!(
-        asked.elapsed() >= within,
-        "refused first, asked again after A gave its slot back: {:?}",
-        asked.elapsed()
-    );
+    let running = admitted_after_asking_again(&b, &key, &session, "c_late_4", within).await;
     // A call still running is not given back: the session's next call is refused, after
     // asking again.
     let asked = Instant::now();
@@ -330,18 +343,7 @@ pub async fn on_a_cluster_slots_go_back_a_server_at_a_time(url: &str, ports: &[u
     let (got, held) = admit(&a, &keys[1], &session, "c_spread_x").await;
     assert!(matches!(got, Acquired::Ok), "{got:?}");
     drop(held);
-    let asked = Instant::now();
-    let (got, held) = admit(&b, &keys[1], &session, "c_spread_y").await;
-    assert!(
-        matches!(got, Acquired::Ok),
-        "admitted once the slot is back: {got:?}"
-    );
-    assert!(
-        asked.elapsed() >= within,
-        "asked again: {:?}",
-        asked.elapsed()
-    );
-    drop(held);
+    drop(admitted_after_asking_again(&b, &keys[1], &session, "c_spread_y", within).await);
     until_none(|| cluster_slots(port, &keys[1]), "given back").await;
 
     // B leaves with a slot waiting: it gives it back as it goes.
