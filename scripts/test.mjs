@@ -258,7 +258,7 @@ await nodeTests('e2e', join(ROOT, 'e2e'), ['--test-concurrency=2', 'protocol/', 
   { ...BINS, TEST_LOG_DIR: LOGS, CHROMIUM_PATH: CHROMIUM });
 say('== cross-node protocol tests once more on a Redis Cluster (E2E_REDIS=cluster: six redis-server, redis+cluster://)');
 await nodeTests('e2e-redis-cluster', join(ROOT, 'e2e'),
-  ['--test-concurrency=1', 'protocol/cluster.test.mjs', 'protocol/cluster-failover.test.mjs', 'protocol/partition.test.mjs', 'protocol/catalog-nodes.test.mjs', 'protocol/targeted.test.mjs', 'protocol/cluster-tracing.test.mjs'],
+  ['--test-concurrency=1', 'protocol/cluster.test.mjs', 'protocol/cluster-failover.test.mjs', 'protocol/partition.test.mjs', 'protocol/catalog-nodes.test.mjs', 'protocol/targeted.test.mjs', 'protocol/cluster-tracing.test.mjs', 'protocol/admission.test.mjs'],
   { ...BINS, TEST_LOG_DIR: LOGS, E2E_REDIS: 'cluster' });
 say('== observability (spans over OTLP to a real receiver, session timelines and /debug in Chromium, Debian\'s Prometheus on the shipped scrape config, alerts and dashboard)');
 await lib('ensure_livekit');

@@ -334,6 +334,7 @@ async fn redis_store_on_a_cluster() {
     events::only_waiting_nodes_hear_a_key(&cluster, &servers.url()).await;
     releases::a_refused_call_costs_no_call_rate(&servers.url()).await;
     releases::on_a_cluster_slots_go_back_a_server_at_a_time(&servers.url(), &servers.ports).await;
+    releases::a_moved_hash_slots_slot_still_goes_back(&servers.url(), &servers.ports).await;
     let servers = tokio::task::spawn_blocking(move || {
         cluster::check_config(&servers);
         servers

@@ -93,17 +93,21 @@ impl Cluster {
             .arg(session.rate_per_sec)
             .arg(window_ms);
         // This node's ended calls' slots waiting to be given back: given back first (on a
-        // cluster, those of the same key, whose hash slot the script may touch; the others go
-        // with the other slots waiting).
+        // cluster, those of the same key, whose hash slot the script declares, and those of
+        // other hash slots on the same server, named in its arguments; the others go with the
+        // other slots waiting).
         self.releases.admitting();
-        let folded = if self.sharded {
-            self.releases.take_if(FOLD_MAX, |w| w == watch)
+        let (folded, beside) = if self.sharded {
+            self.releases.take_for(&watch, FOLD_MAX)
         } else {
             inv.arg(ms(NODE_SUSPECT));
-            self.releases.take(FOLD_MAX)
+            (self.releases.take(FOLD_MAX), Vec::new())
         };
         for (watch, call_id) in &folded {
             inv.key(watch).arg(call_id);
+        }
+        for (watch, call_id) in &beside {
+            inv.arg(watch).arg(call_id);
         }
         let reply: Vec<String> = match self
             .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
@@ -113,10 +117,22 @@ impl Cluster {
             Err(e) => {
                 // Perhaps not run: given back later (giving a slot back twice changes nothing).
                 self.releases.put_back(folded);
+                self.releases.put_back(beside);
                 return Err(e);
             }
         };
         let mut words = reply.into_iter();
+        if self.sharded {
+            // The places of the slots beside that the server did not serve.
+            let left = words.next().unwrap_or_default();
+            let mut beside: Vec<Option<(String, String)>> = beside.into_iter().map(Some).collect();
+            let moved = left
+                .split(' ')
+                .filter_map(|at| at.parse::<usize>().ok()?.checked_sub(1))
+                .filter_map(|i| beside.get_mut(i)?.take())
+                .collect();
+            self.releases.not_served(moved);
+        }
         let word = words.next();
         if word.as_deref() == Some("late") {
             return Ok(None);

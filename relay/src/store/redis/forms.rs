@@ -79,7 +79,12 @@ pub(super) fn text(source: &str, cluster: bool) -> String {
 
 /// One form of `source` (after `prelude`, the Lua functions it calls, and `tell`) as a script.
 pub(super) fn script(prelude: &str, source: &str, cluster: bool) -> Script {
-    Script::new(&format!("{}{prelude}{}", tell_lua(), text(source, cluster)))
+    Script::new(&code(prelude, source, cluster))
+}
+
+/// The code of [`script`].
+pub(super) fn code(prelude: &str, source: &str, cluster: bool) -> String {
+    format!("{}{prelude}{}", tell_lua(), text(source, cluster))
 }
 
 /// Where a key's tab is. One server: KEYS key, nodes; ARGV suspect ms (the node's heartbeat is
@@ -196,20 +201,32 @@ return {'ok', tostring(rv)}";
 /// A refused admission does not count against the session's call rate (as in memory).
 ///
 /// The script first gives back this node's ended calls' slots that waited for it
-/// ([`super::releases`]; on a cluster, the key's own only): the watches after the
-/// fixed keys, their call ids after the fixed arguments.
+/// ([`super::releases`]): the watches after the fixed keys, their call ids after the fixed
+/// arguments. On a cluster those are the key's own (its hash slot); the slots of other hash
+/// slots on the same server follow in the arguments, each a watch and a call id, and are given
+/// back with `redis.pcall` (the script runs with `allow-cross-slot-keys`, [`ACQUIRE_FLAGS`]): a
+/// slot the server does not serve (its hash slot moved) is an error, and its place among those
+/// pairs (from 1) is answered first, before the admission's own answer, in one word separated by
+/// spaces (empty when every one was given back).
 ///
 /// KEYS: key, watch, session rate window, session's end marker, then on one server the nodes,
 /// then the watches of the slots to give back. ARGV: max in flight, watch ttl ms, node, call id,
 /// the call's life ms, the guessed node ('' for none), the message ('' for none), send by (Redis
 /// ms), session tag, session max in flight, session rate limit, window ms, then on one server
-/// suspect ms, then the call ids of the slots to give back. Answers (`now` being Redis's
-/// clock) `{'ok', now}` (no tab now), `{'ok', now, node, sid}`, `{'sent', now, node, sid,
-/// receivers}`, `{'ended', now}`, `{'unknown', now}`, `{'rate', now}`, `{'busy', now}`,
-/// `{'session_busy', now}` or `{'late'}`.
+/// suspect ms, then the call ids of the slots to give back, then on a cluster the other slots'
+/// pairs. Answers (`now` being Redis's clock) `{'ok', now}` (no tab now), `{'ok', now, node,
+/// sid}`, `{'sent', now, node, sid, receivers}`, `{'ended', now}`, `{'unknown', now}`, `{'rate',
+/// now}`, `{'busy', now}`, `{'session_busy', now}` or `{'late'}`; on a cluster after the word of
+/// the slots not given back.
 pub(super) const ACQUIRE: &str = r"
 for i = 6, #KEYS do redis.call('HDEL', KEYS[i], 'c:' .. ARGV[i + 8]) end --one
 for i = 5, #KEYS do redis.call('HDEL', KEYS[i], 'c:' .. ARGV[i + 8]) end --cluster
+local left = {} --cluster
+for i = #KEYS + 9, #ARGV, 2 do --cluster
+  local r = redis.pcall('HDEL', ARGV[i], 'c:' .. ARGV[i + 1]) --cluster
+  if type(r) == 'table' and r.err then table.insert(left, string.format('%d', (i - #KEYS - 7) / 2)) end --cluster
+end --cluster
+local function admit() --cluster
 local now = clock_ms()
 if ARGV[7] ~= '' and now > tonumber(ARGV[8]) then return {'late'} end
 local at = tostring(now)
@@ -239,7 +256,15 @@ if ARGV[7] ~= '' and p[1] == ARGV[6] and p[1] ~= ARGV[3] then
   local got = redis.call('PUBLISH', '$NODE' .. p[1], 'c' .. p[2] .. '\n' .. ARGV[7])
   return {'sent', at, p[1], p[2], tostring(got)}
 end
-return {'ok', at, p[1], p[2]}";
+return {'ok', at, p[1], p[2]}
+end --cluster
+local answer = admit() --cluster
+table.insert(answer, 1, table.concat(left, ' ')) --cluster
+return answer --cluster";
+
+/// The flags the cluster form of [`ACQUIRE`] runs with (its first line): it may name keys of
+/// other hash slots than its key's, on the same server.
+pub(super) const ACQUIRE_FLAGS: &str = "#!lua flags=allow-cross-slot-keys\n";
 
 #[cfg(test)]
 mod tests {
@@ -299,5 +324,18 @@ mod tests {
         // Both take the call ids after twelve fixed arguments (one server: and suspect ms).
         assert!(one.contains("ARGV[i + 8]") && cluster.contains("ARGV[i + 8]"));
         assert!(one.contains("ARGV[13]") && !cluster.contains("ARGV[13]"));
+        // On a cluster only, the slots of other hash slots follow, given back by `pcall`, and the
+        // places of those not served are answered before the admission's answer.
+        assert!(
+            cluster.contains("for i = #KEYS + 9, #ARGV, 2 do")
+                && cluster.contains("redis.pcall('HDEL', ARGV[i]"),
+            "{cluster}"
+        );
+        assert!(
+            cluster.contains("table.insert(answer, 1, table.concat(left, ' '))"),
+            "{cluster}"
+        );
+        assert!(!one.contains("pcall") && !one.contains("admit()"), "{one}");
+        assert!(ACQUIRE_FLAGS.starts_with("#!lua flags=allow-cross-slot-keys"));
     }
 }

@@ -4,7 +4,9 @@
 //!   gives it back before counting ([`forms::ACQUIRE`](super::forms)); when no admission comes in
 //!   that time, the slots still waiting go back together, in one script;
 //! - on a Redis Cluster, where a script declares the keys of one hash slot only, with this
-//!   node's next admission on the same key, or else with the other slots waiting: one script on
+//!   node's next admission on the same server: the slots of its own key declared, those of other
+//!   hash slots that server is known to serve named in its arguments; or else with the other
+//!   slots waiting: one script on
 //!   a server gives back every waiting slot that server serves, whatever its hash slot, and
 //!   names those it does not serve, which the next script, on another server, takes
 //!   ([`GIVE_BACK_SPREAD`]); once the servers are found, each is sent its own slots (and those
@@ -67,6 +69,9 @@ const BATCHES_AT_ONCE: usize = 4;
 /// On a Redis Cluster, at most this many servers are remembered (a server serves at least one
 /// hash slot, of 16,384).
 const SERVERS_MAX: usize = 64;
+
+/// A slot waiting: its key's watch and its call's id.
+pub(super) type Late = (String, String);
 
 /// The slots given back late (see the module's text): the key's watch and the call's id; and
 /// how often this node admits calls, to give slots back late only when another admission is
@@ -160,19 +165,50 @@ impl Releases {
         waiting.drain(..n).collect()
     }
 
-    /// Up to `max` waiting slots whose watch `fits`, taken (the others keep their place).
-    pub(super) fn take_if(&self, max: usize, fits: impl Fn(&str) -> bool) -> Vec<(String, String)> {
+    /// On a Redis Cluster, the waiting slots an admission on `watch` gives back: up to `max` of
+    /// the same key (declared in its script, as its own hash slot) and, once a batch found which
+    /// server serves `watch`'s hash slot, up to `max` of other hash slots known to be on that
+    /// server (named in its arguments, [`super::forms::ACQUIRE`]'s cluster form). The others keep
+    /// their place.
+    pub(super) fn take_for(&self, watch: &str, max: usize) -> (Vec<Late>, Vec<Late>) {
+        let servers = self.servers();
+        let server = servers.of.get(&HashSlot::for_key(watch)).copied();
         let mut waiting = self.lock();
-        let mut taken = Vec::new();
+        let (mut own, mut beside) = (Vec::new(), Vec::new());
         let mut i = 0;
-        while i < waiting.len() && taken.len() < max {
-            if fits(&waiting[i].0) {
-                taken.push(waiting.remove(i));
+        while i < waiting.len() && (own.len() < max || beside.len() < max) {
+            let slot = &waiting[i].0;
+            let take = if slot == watch {
+                own.len() < max
             } else {
+                beside.len() < max
+                    && server.is_some()
+                    && servers.of.get(&HashSlot::for_key(slot)).copied() == server
+            };
+            if !take {
                 i += 1;
+            } else if slot == watch {
+                own.push(waiting.remove(i));
+            } else {
+                beside.push(waiting.remove(i));
             }
         }
-        taken
+        (own, beside)
+    }
+
+    /// Slots an admission named but its server did not serve (their hash slot moved): the
+    /// server known for their hash slots is forgotten, and they wait again.
+    pub(super) fn not_served(&self, slots: Vec<(String, String)>) {
+        if slots.is_empty() {
+            return;
+        }
+        {
+            let mut servers = self.servers();
+            for (watch, _) in &slots {
+                servers.of.remove(&HashSlot::for_key(watch));
+            }
+        }
+        self.put_back(slots);
     }
 
     /// Slots an admission took but may not have given back (it failed): waiting again.

@@ -54,11 +54,15 @@ impl ShardedScripts {
             declare: forms::script("", forms::DECLARE, true),
             // Where the key's tab is, before asking whether its node is alive.
             place: forms::script("", forms::LOOKUP, true),
-            acquire: forms::script(
-                &format!("{CLOCK_LUA}{}", forms::SPEND_LUA),
-                forms::ACQUIRE,
-                true,
-            ),
+            acquire: Script::new(&format!(
+                "{}{}",
+                forms::ACQUIRE_FLAGS,
+                forms::code(
+                    &format!("{CLOCK_LUA}{}", forms::SPEND_LUA),
+                    forms::ACQUIRE,
+                    true
+                )
+            )),
             // Whether a node heartbeat recently. KEYS: nodes. ARGV: node, suspect ms
             seen: Script::new(&format!(
                 r"{CLOCK_LUA}
