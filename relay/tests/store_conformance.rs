@@ -287,6 +287,7 @@ async fn redis_store() {
     releases::a_slot_is_given_back_after_redis_lost_its_scripts(&store, server.port).await;
     let url = format!("redis://127.0.0.1:{}", server.port);
     releases::an_ended_calls_slot_goes_back_late(&url, server.port).await;
+    releases::a_batch_leaves_the_slots_just_ended(&url, server.port).await;
     releases::a_refused_call_costs_no_call_rate(&url).await;
 }
 

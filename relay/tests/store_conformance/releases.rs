@@ -202,6 +202,59 @@ pub async fn an_ended_calls_slot_goes_back_late(url: &str, port: u16) {
     assert!(slots(port, &key).is_empty(), "given back when leaving");
 }
 
+/// One server on `port` (`url`), a node whose ended calls' slots wait up to 2 s: a batch leaves
+/// the slots that ended shortly before it is due (under a quarter of the wait), which the next
+/// admission is likeliest to take, and gives them back with the next batch, still within the
+/// wait.
+pub async fn a_batch_leaves_the_slots_just_ended(url: &str, port: u16) {
+    let within = Duration::from_secs(2);
+    let a = node(url, within).await;
+    let (first, second, spare) = (rid(&fresh_key()), rid(&fresh_key()), rid(&fresh_key()));
+    bind_for_an_hour(&a, [&first, &second, &spare], "s_young").await;
+    let session = SessionCall {
+        tag: 0x57,
+        max_inflight: 4,
+        rate_per_sec: 1000,
+    };
+    let call = |id: String, call_id: &'static str| {
+        let (a, session) = (a.clone(), &session);
+        async move {
+            let (got, held) = admit(&a, &id, session, call_id).await;
+            assert!(matches!(got, Acquired::Ok), "{call_id}: {got:?}");
+            drop(held);
+        }
+    };
+    // A's first call goes back at once; its second's slot waits, and the batch is due 1.5 s
+    // later.
+    call(spare.clone(), "c_young_0").await;
+    until_no_slot(port, &spare, "given back at once").await;
+    call(first.clone(), "c_young_1").await;
+    let woke = Instant::now();
+    assert_eq!(slots(port, &first), ["c:c_young_1"], "waits");
+    // 1.2 s later a call on another key: its admission gives the first slot back, and its own
+    // slot waits, 0.3 s old when the batch is due.
+    tokio::time::sleep(Duration::from_millis(1200).saturating_sub(woke.elapsed())).await;
+    call(second.clone(), "c_young_2").await;
+    let ended = Instant::now();
+    assert!(
+        slots(port, &first).is_empty(),
+        "given back by the admission"
+    );
+    tokio::time::sleep(Duration::from_millis(1750).saturating_sub(woke.elapsed())).await;
+    assert_eq!(
+        slots(port, &second),
+        ["c:c_young_2"],
+        "left by the batch due at 1.5 s, for an admission"
+    );
+    // No admission comes: the next batch gives it back, within the wait.
+    until_no_slot(port, &second, "given back by the next batch").await;
+    assert!(
+        ended.elapsed() < within + Duration::from_millis(500),
+        "within the wait: {:?}",
+        ended.elapsed()
+    );
+}
+
 /// How many `EVAL` the servers on `ports` ran: on a cluster, only the script that gives slots
 /// back a server at a time is sent that way (the others by their digest, `EVALSHA`).
 fn evals(ports: &[u16]) -> u64 {
@@ -643,8 +696,8 @@ pub async fn a_paused_server_holds_up_only_its_own_slots(url: &str, ports: &[u16
         let port = if *p == 0 { paused } else { healthy };
         until_none(|| cluster_slots(port, id), "the first batch").await;
     }
-    // Two calls, so A admits often and the second's slot waits: the batch is due 1 s after it
-    // ends.
+    // Two calls, so A admits often and the second's slot waits: the batch is due 0.75 s after
+    // it ends (three quarters of the wait).
     for n in 0..2 {
         let (got, held) = admit(&a, &spare, &session, &format!("c_paused_w{n}")).await;
         assert!(matches!(got, Acquired::Ok), "{got:?}");
@@ -661,7 +714,7 @@ pub async fn a_paused_server_holds_up_only_its_own_slots(url: &str, ports: &[u16
         .find_map(|l| l.strip_prefix("process_id:"))
         .map(|p| p.trim().to_owned())
         .expect("the server's process id");
-    tokio::time::sleep(Duration::from_millis(800).saturating_sub(first_wait.elapsed())).await;
+    tokio::time::sleep(Duration::from_millis(600).saturating_sub(first_wait.elapsed())).await;
     let signal = |sig: &str| {
         let sent = std::process::Command::new("kill")
             .args([sig, &pid])
@@ -672,7 +725,7 @@ pub async fn a_paused_server_holds_up_only_its_own_slots(url: &str, ports: &[u16
     signal("-STOP");
     let stopped = Instant::now();
     let result = async {
-        // The other servers' slots go back with the batch (due 1 s after the first wait).
+        // The other servers' slots go back with the batch (due 0.75 s after the first wait).
         for (id, _) in keys.iter().filter(|(_, p)| *p != 0) {
             until_none(|| cluster_slots(healthy, id), "the other servers' slots").await;
         }

@@ -73,11 +73,18 @@ const SERVERS_MAX: usize = 64;
 /// A slot waiting: its key's watch and its call's id.
 pub(super) type Late = (String, String);
 
+/// A slot waiting, and since when, in µs since the node's admissions are counted from (0: as
+/// old as any, for the next batch).
+struct Waiting {
+    slot: Late,
+    since_us: u64,
+}
+
 /// The slots given back late (see the module's text): the key's watch and the call's id; and
 /// how often this node admits calls, to give slots back late only when another admission is
 /// likely to come first.
 pub(super) struct Releases {
-    waiting: std::sync::Mutex<Vec<(String, String)>>,
+    waiting: std::sync::Mutex<Vec<Waiting>>,
     wake: Notify,
     /// When this node's admissions are counted from.
     start: std::time::Instant,
@@ -154,15 +161,29 @@ impl Releases {
         self.servers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, String)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Waiting>> {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Up to `max` waiting slots, taken.
-    pub(super) fn take(&self, max: usize) -> Vec<(String, String)> {
+    pub(super) fn take(&self, max: usize) -> Vec<Late> {
+        self.take_older(max, Duration::ZERO)
+    }
+
+    /// Up to `max` of the slots that have waited at least `age`, taken.
+    fn take_older(&self, max: usize, age: Duration) -> Vec<Late> {
+        let before = self.now_us().saturating_sub(age.as_micros() as u64);
         let mut waiting = self.lock();
-        let n = waiting.len().min(max);
-        waiting.drain(..n).collect()
+        let mut taken = Vec::new();
+        let mut i = 0;
+        while i < waiting.len() && taken.len() < max {
+            if waiting[i].since_us <= before {
+                taken.push(waiting.remove(i).slot);
+            } else {
+                i += 1;
+            }
+        }
+        taken
     }
 
     /// On a Redis Cluster, the waiting slots an admission on `watch` gives back: up to `max` of
@@ -177,7 +198,7 @@ impl Releases {
         let (mut own, mut beside) = (Vec::new(), Vec::new());
         let mut i = 0;
         while i < waiting.len() && (own.len() < max || beside.len() < max) {
-            let slot = &waiting[i].0;
+            let slot = &waiting[i].slot.0;
             let take = if slot == watch {
                 own.len() < max
             } else {
@@ -188,9 +209,9 @@ impl Releases {
             if !take {
                 i += 1;
             } else if slot == watch {
-                own.push(waiting.remove(i));
+                own.push(waiting.remove(i).slot);
             } else {
-                beside.push(waiting.remove(i));
+                beside.push(waiting.remove(i).slot);
             }
         }
         (own, beside)
@@ -216,7 +237,8 @@ impl Releases {
         if slots.is_empty() {
             return;
         }
-        self.lock().extend(slots);
+        self.lock()
+            .extend(slots.into_iter().map(|slot| Waiting { slot, since_us: 0 }));
         self.wake.notify_one();
     }
 }
@@ -235,8 +257,12 @@ impl Cluster {
             return;
         }
         let full = {
+            let since_us = self.releases.now_us();
             let mut waiting = self.releases.lock();
-            waiting.push((watch, call_id));
+            waiting.push(Waiting {
+                slot: (watch, call_id),
+                since_us,
+            });
             waiting.len() >= WAITING_MAX
         };
         if full {
@@ -249,8 +275,14 @@ impl Cluster {
 
     /// Gives back every slot waiting now, in scripts of up to [`BATCH`] slots.
     pub(super) async fn give_back_waiting(&self) {
+        self.give_back_older(Duration::ZERO).await
+    }
+
+    /// Gives back the slots that have waited at least `age`, in scripts of up to [`BATCH`]
+    /// slots.
+    async fn give_back_older(&self, age: Duration) {
         loop {
-            let slots = self.releases.take(BATCH);
+            let slots = self.releases.take_older(BATCH, age);
             if slots.is_empty() {
                 return;
             }
@@ -402,17 +434,21 @@ impl Cluster {
     }
 }
 
-/// Gives back the slots no admission took within `fold_within` of the first one's wait, until
-/// the node is gone (its drop wakes this for the last time).
+/// Gives back the slots no admission took within `fold_within`, until the node is gone (its drop
+/// wakes this for the last time). Woken by the first slot to wait, it sleeps three quarters of
+/// `fold_within`, then gives back the slots that have waited at least a quarter of it: those
+/// younger are the likeliest to go with an admission, and a slot ended while it slept wakes it
+/// again, so none waits longer than `fold_within` (and the batch's round trip).
 pub(super) async fn give_back_late(
     releases: Arc<Releases>,
     cluster: Weak<Cluster>,
     within: Duration,
 ) {
     let running = Arc::new(tokio::sync::Semaphore::new(BATCHES_AT_ONCE));
+    let young = within / 4;
     loop {
         releases.wake.notified().await;
-        tokio::time::sleep(within).await;
+        tokio::time::sleep(within - young).await;
         let Ok(batch) = running.clone().acquire_owned().await else {
             return;
         };
@@ -420,7 +456,7 @@ pub(super) async fn give_back_late(
             return;
         };
         tokio::spawn(async move {
-            cluster.give_back_waiting().await;
+            cluster.give_back_older(young).await;
             drop(batch);
         });
     }
