@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::releases::{FOLD_MAX, retry_busy_after};
+use super::releases::{FOLD_MAX, Late, retry_busy_after};
 use super::{
     Acquired, Admit, Admitted, Cluster, Lane, NODE_SUSPECT, NODES, Place, SESSION_WINDOW,
     SessionNames, Slot, StoreError, ms, rate_window,
@@ -125,7 +125,7 @@ impl Cluster {
         if self.sharded {
             // The places of the slots beside that the server did not serve.
             let left = words.next().unwrap_or_default();
-            let mut beside: Vec<Option<(String, String)>> = beside.into_iter().map(Some).collect();
+            let mut beside: Vec<Option<Late>> = beside.into_iter().map(Some).collect();
             let moved = left
                 .split(' ')
                 .filter_map(|at| at.parse::<usize>().ok()?.checked_sub(1))

@@ -204,8 +204,8 @@ return {'ok', tostring(rv)}";
 /// ([`super::releases`]): the watches after the fixed keys, their call ids after the fixed
 /// arguments. On a cluster those are the key's own (its hash slot); the slots of other hash
 /// slots on the same server follow in the arguments, each a watch and a call id, and are given
-/// back with `redis.pcall` (the script runs with `allow-cross-slot-keys`, [`ACQUIRE_FLAGS`]): a
-/// slot the server does not serve (its hash slot moved) is an error, and its place among those
+/// back by [`GIVE_BACK_NAMED_LUA`] (the script runs with `allow-cross-slot-keys`,
+/// [`CROSS_SLOT_FLAGS`]): a slot the server does not serve (its hash slot moved) is an error, and its place among those
 /// pairs (from 1) is answered first, before the admission's own answer, in one word separated by
 /// spaces (empty when every one was given back).
 ///
@@ -221,11 +221,7 @@ return {'ok', tostring(rv)}";
 pub(super) const ACQUIRE: &str = r"
 for i = 6, #KEYS do redis.call('HDEL', KEYS[i], 'c:' .. ARGV[i + 8]) end --one
 for i = 5, #KEYS do redis.call('HDEL', KEYS[i], 'c:' .. ARGV[i + 8]) end --cluster
-local left = {} --cluster
-for i = #KEYS + 9, #ARGV, 2 do --cluster
-  local r = redis.pcall('HDEL', ARGV[i], 'c:' .. ARGV[i + 1]) --cluster
-  if type(r) == 'table' and r.err then table.insert(left, string.format('%d', (i - #KEYS - 7) / 2)) end --cluster
-end --cluster
+local left = give_back_named(#KEYS + 9) --cluster
 local function admit() --cluster
 local now = clock_ms()
 if ARGV[7] ~= '' and now > tonumber(ARGV[8]) then return {'late'} end
@@ -262,9 +258,26 @@ local answer = admit() --cluster
 table.insert(answer, 1, table.concat(left, ' ')) --cluster
 return answer --cluster";
 
-/// The flags the cluster form of [`ACQUIRE`] runs with (its first line): it may name keys of
-/// other hash slots than its key's, on the same server.
-pub(super) const ACQUIRE_FLAGS: &str = "#!lua flags=allow-cross-slot-keys\n";
+/// The first line of a script that may name keys of other hash slots than its declared keys', on
+/// the same server of a Redis Cluster: the cluster form of [`ACQUIRE`], and the batches of slots
+/// given back ([`super::sharded::GIVE_BACK_SPREAD`]).
+pub(super) const CROSS_SLOT_FLAGS: &str = "#!lua flags=allow-cross-slot-keys\n";
+
+/// Lua for a script run with [`CROSS_SLOT_FLAGS`]: `give_back_named(first)` gives back the
+/// ended calls' slots named in `ARGV` from `first` on (each a watch and a call id), those of any
+/// hash slot the server serves; a slot of another server's (or of a hash slot being moved) is an
+/// error that `redis.pcall` hands back, and its place among those pairs (from 1) is in the list
+/// returned.
+pub(super) const GIVE_BACK_NAMED_LUA: &str = r"
+local function give_back_named(first)
+  local left = {}
+  for i = first, #ARGV, 2 do
+    local r = redis.pcall('HDEL', ARGV[i], 'c:' .. ARGV[i + 1])
+    if type(r) == 'table' and r.err then table.insert(left, (i - first) / 2 + 1) end
+  end
+  return left
+end
+";
 
 #[cfg(test)]
 mod tests {
@@ -327,15 +340,18 @@ mod tests {
         // On a cluster only, the slots of other hash slots follow, given back by `pcall`, and the
         // places of those not served are answered before the admission's answer.
         assert!(
-            cluster.contains("for i = #KEYS + 9, #ARGV, 2 do")
-                && cluster.contains("redis.pcall('HDEL', ARGV[i]"),
+            cluster.contains("local left = give_back_named(#KEYS + 9)"),
             "{cluster}"
         );
+        assert!(GIVE_BACK_NAMED_LUA.contains("redis.pcall('HDEL', ARGV[i]"));
         assert!(
             cluster.contains("table.insert(answer, 1, table.concat(left, ' '))"),
             "{cluster}"
         );
-        assert!(!one.contains("pcall") && !one.contains("admit()"), "{one}");
-        assert!(ACQUIRE_FLAGS.starts_with("#!lua flags=allow-cross-slot-keys"));
+        assert!(
+            !one.contains("give_back_named") && !one.contains("admit()"),
+            "{one}"
+        );
+        assert!(CROSS_SLOT_FLAGS.starts_with("#!lua flags=allow-cross-slot-keys"));
     }
 }

@@ -219,7 +219,7 @@ impl Releases {
 
     /// Slots an admission named but its server did not serve (their hash slot moved): the
     /// server known for their hash slots is forgotten, and they wait again.
-    pub(super) fn not_served(&self, slots: Vec<(String, String)>) {
+    pub(super) fn not_served(&self, slots: Vec<Late>) {
         if slots.is_empty() {
             return;
         }
@@ -233,7 +233,7 @@ impl Releases {
     }
 
     /// Slots an admission took but may not have given back (it failed): waiting again.
-    pub(super) fn put_back(&self, slots: Vec<(String, String)>) {
+    pub(super) fn put_back(&self, slots: Vec<Late>) {
         if slots.is_empty() {
             return;
         }
@@ -395,7 +395,7 @@ impl Cluster {
         slots: impl Iterator<Item = &'a (String, String)>,
     ) -> Option<Vec<bool>> {
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(GIVE_BACK_SPREAD).arg(0);
+        cmd.arg(GIVE_BACK_SPREAD.as_str()).arg(0);
         let mut n = 0;
         for (watch, call_id) in slots {
             cmd.arg(watch).arg(call_id);

@@ -56,9 +56,13 @@ impl ShardedScripts {
             place: forms::script("", forms::LOOKUP, true),
             acquire: Script::new(&format!(
                 "{}{}",
-                forms::ACQUIRE_FLAGS,
+                forms::CROSS_SLOT_FLAGS,
                 forms::code(
-                    &format!("{CLOCK_LUA}{}", forms::SPEND_LUA),
+                    &format!(
+                        "{CLOCK_LUA}{}{}",
+                        forms::SPEND_LUA,
+                        forms::GIVE_BACK_NAMED_LUA
+                    ),
                     forms::ACQUIRE,
                     true
                 )
@@ -98,17 +102,15 @@ return 1",
 }
 
 /// Gives back the ended calls' slots that the server running it serves, whatever their hash
-/// slots (`allow-cross-slot-keys`: a script may reach keys of several slots of its own server,
-/// named in its arguments rather than declared); a slot of another server's, or of a slot being
-/// moved, is an error that `redis.pcall` hands back, and the script answers its place (from 1).
-/// ARGV: watch, call id, watch, call id, ...
-pub(super) const GIVE_BACK_SPREAD: &str = r"#!lua flags=allow-cross-slot-keys
-local left = {}
-for i = 1, #ARGV, 2 do
-  local r = redis.pcall('HDEL', ARGV[i], 'c:' .. ARGV[i + 1])
-  if type(r) == 'table' and r.err then table.insert(left, (i + 1) / 2) end
-end
-return left";
+/// slots, and answers the places (from 1) of those it does not serve
+/// ([`forms::GIVE_BACK_NAMED_LUA`]). ARGV: watch, call id, watch, call id, ...
+pub(super) static GIVE_BACK_SPREAD: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{}{}return give_back_named(1)",
+        forms::CROSS_SLOT_FLAGS,
+        forms::GIVE_BACK_NAMED_LUA
+    )
+});
 
 /// Runs `cmd` on one node of the cluster (any), for what every node answers alike.
 pub(super) async fn one_node(
