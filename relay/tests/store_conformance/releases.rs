@@ -127,6 +127,18 @@ async fn admit(
     node.acquire(id, &admit).await.expect("Redis answers")
 }
 
+/// One call of `session` admitted on `node` for the key whose digest is `id`, and ended.
+async fn call_and_end(
+    node: &std::sync::Arc<Cluster>,
+    id: &str,
+    session: &SessionCall,
+    call_id: &str,
+) {
+    let (got, held) = admit(node, id, session, call_id).await;
+    assert!(matches!(got, Acquired::Ok), "{call_id}: {got:?}");
+    drop(held);
+}
+
 /// Two nodes on one server on `port` (`url`), whose ended calls' slots wait up to 1 s here, long
 /// enough to be seen waiting (so a node admitting a call a second counts as admitting often).
 pub async fn an_ended_calls_slot_goes_back_late(url: &str, port: u16) {
@@ -216,25 +228,17 @@ pub async fn a_batch_leaves_the_slots_just_ended(url: &str, port: u16) {
         max_inflight: 4,
         rate_per_sec: 1000,
     };
-    let call = |id: String, call_id: &'static str| {
-        let (a, session) = (a.clone(), &session);
-        async move {
-            let (got, held) = admit(&a, &id, session, call_id).await;
-            assert!(matches!(got, Acquired::Ok), "{call_id}: {got:?}");
-            drop(held);
-        }
-    };
     // A's first call goes back at once; its second's slot waits, and the batch is due 1.5 s
     // later.
-    call(spare.clone(), "c_young_0").await;
+    call_and_end(&a, &spare, &session, "c_young_0").await;
     until_no_slot(port, &spare, "given back at once").await;
-    call(first.clone(), "c_young_1").await;
+    call_and_end(&a, &first, &session, "c_young_1").await;
     let woke = Instant::now();
     assert_eq!(slots(port, &first), ["c:c_young_1"], "waits");
     // 1.2 s later a call on another key: its admission gives the first slot back, and its own
     // slot waits, 0.3 s old when the batch is due.
     tokio::time::sleep(Duration::from_millis(1200).saturating_sub(woke.elapsed())).await;
-    call(second.clone(), "c_young_2").await;
+    call_and_end(&a, &second, &session, "c_young_2").await;
     let ended = Instant::now();
     assert!(
         slots(port, &first).is_empty(),
@@ -278,10 +282,7 @@ fn keys_by_primary(port: u16, n: usize) -> Vec<(String, usize)> {
     let mut per_primary = [0; 3];
     while per_primary.iter().any(|k| *k < n) {
         let id = rid(&fresh_key());
-        let slot: usize = redis_cli(port, &["CLUSTER", "KEYSLOT", &format!("va:w:{{{id}}}")])
-            .trim()
-            .parse()
-            .expect("a slot");
+        let slot: usize = hash_slot(port, &id).parse().expect("a slot");
         let primary = match slot {
             0..=5460 => 0,
             5461..=10922 => 1,
@@ -478,29 +479,21 @@ pub async fn a_moved_hash_slots_slot_still_goes_back(url: &str, ports: &[u16]) {
         max_inflight: 4,
         rate_per_sec: 1000,
     };
-    let call = |id: String, call_id: String| {
-        let (a, session) = (a.clone(), &session);
-        async move {
-            let (got, held) = admit(&a, &id, session, &call_id).await;
-            assert!(matches!(got, Acquired::Ok), "{call_id}: {got:?}");
-            drop(held);
-        }
-    };
     // A admits often; both keys' slots wait and go back by a batch, which finds their server.
-    call(spare.clone(), "c_moved_w0".into()).await;
-    call(moved.clone(), "c_moved_f0".into()).await;
-    call(stays.clone(), "c_moved_f1".into()).await;
+    call_and_end(&a, &spare, &session, "c_moved_w0").await;
+    call_and_end(&a, &moved, &session, "c_moved_f0").await;
+    call_and_end(&a, &stays, &session, "c_moved_f1").await;
     until_none(|| cluster_slots(from, &moved), "the first batch").await;
     until_none(|| cluster_slots(from, &stays), "the first batch").await;
 
     move_hash_slot(ports, &slot, from, to);
     let result = async {
-        call(spare.clone(), "c_moved_w1".into()).await;
-        call(moved.clone(), "c_moved_0".into()).await;
+        call_and_end(&a, &spare, &session, "c_moved_w1").await;
+        call_and_end(&a, &moved, &session, "c_moved_0").await;
         assert_eq!(cluster_slots(to, &moved), ["c:c_moved_0"], "waits");
         // The next admission on the first primary names it among that server's slots.
         let ended = Instant::now();
-        call(stays.clone(), "c_moved_1".into()).await;
+        call_and_end(&a, &stays, &session, "c_moved_1").await;
         assert_eq!(
             cluster_slots(to, &moved),
             ["c:c_moved_0"],
