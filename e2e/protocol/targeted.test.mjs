@@ -2,8 +2,8 @@
 // three relay nodes on a real Redis (one server, or a Redis Cluster with E2E_REDIS=cluster), a
 // tab on B, calls posted to A. What the nodes publish is read with `redis-cli MONITOR` on every
 // Redis server: each call is one message on B's own channel (`va:n:<node>`, which C never gets;
-// published by A, or by the script admitting the call once A knows where the tab is) and one
-// back on A's, nothing on the Socket.IO adapter's channels and no `PUBSUB NUMSUB`, from the first
+// on a Cluster B's sharded channel on one server, `va:s:{<tag>}:<node>`; published by A, or by the
+// script admitting the call once A knows where the tab is) and one back on A's, nothing on the Socket.IO adapter's channels and no `PUBSUB NUMSUB`, from the first
 // call on (no Socket.IO server id is needed for it). A call sent to a node that
 // dies is delivered again as soon as its tab re-binds elsewhere. A tab replaced from another
 // node, or revoked there, is told through the Socket.IO adapter on its own node's channel alone
@@ -104,9 +104,15 @@ async function tabOn(host) {
 
 const whoami = (via, apiKey) => via.call({ apiKey, toolName: 'whoami', awaitResult: true, timeoutMs: 3000 });
 
+/** A node's sharded channel on one server of a Redis Cluster: `va:s:{<tag>}:<node>`. */
+const SHARDED = /^va:s:\{[^}]*\}:/;
+
+/** The node whose channel `c` is (its classic channel, or one of its sharded ones). */
+const nodeOf = (c) => (c.startsWith(CALLS) ? c.slice(CALLS.length) : c.replace(SHARDED, ''));
+
 /** The messages on the nodes' own channels among monitored lines (no key changes meanwhile: all
  * calls and outcomes), by channel. */
-const hops = (lines) => published(lines).filter((c) => c.startsWith(CALLS));
+const hops = (lines) => published(lines).filter((c) => c.startsWith(CALLS) || SHARDED.test(c));
 
 test('a call goes to the holding node alone and its answer comes straight back, from the first call on', async () => {
   const { tab, apiKey } = await tabOn(B);
@@ -123,12 +129,16 @@ test('a call goes to the holding node alone and its answer comes straight back, 
   await sleep(200);
   // Six calls on B's channel, six outcomes on one other channel (A's; C's is never used), and
   // nothing through the adapter: no request on any node's channel, no node count asked.
+  // On a Redis Cluster each goes on the receiving node's sharded channel on one server, never
+  // as a classic message the cluster forwards to every server.
   const sent = hops(lines);
-  const toB = sent.filter((c) => c === `${CALLS}${b.node}`);
-  const back = sent.filter((c) => c !== `${CALLS}${b.node}`);
+  const toB = sent.filter((c) => nodeOf(c) === b.node);
+  const back = sent.filter((c) => nodeOf(c) !== b.node);
   assert.equal(toB.length, 6, JSON.stringify(sent));
   assert.equal(back.length, 6, JSON.stringify(sent));
-  assert.equal(new Set(back).size, 1, `every outcome goes to the calling node: ${JSON.stringify(sent)}`);
+  assert.equal(new Set(back.map(nodeOf)).size, 1, `every outcome goes to the calling node: ${JSON.stringify(sent)}`);
+  if (redis.cluster) assert.ok(sent.every((c) => SHARDED.test(c)), `on sharded channels: ${JSON.stringify(sent)}`);
+  else assert.ok(sent.every((c) => c.startsWith(CALLS)), JSON.stringify(sent));
   assert.deepEqual(published(lines).filter((c) => c.startsWith(GLOBAL)), [], 'no call went through the adapter');
   assert.equal(counted(lines), 0, 'no node count asked for a call');
   tab.close();
@@ -145,7 +155,7 @@ test('a call needs no Socket.IO server id of the holding node', async () => {
   assert.equal(r.status, 200, JSON.stringify(r.body));
   assert.equal(r.body.result.callId, r.body.callId);
   await sleep(200);
-  assert.ok(hops(lines).includes(`${CALLS}${c.node}`), `sent on C's call channel: ${hops(lines)}`);
+  assert.ok(hops(lines).some((ch) => nodeOf(ch) === c.node), `sent on C's call channel: ${hops(lines)}`);
   assert.deepEqual(published(lines).filter((ch) => ch.startsWith(GLOBAL)), [], 'nothing through the adapter');
   // And the record comes back with C's heartbeat, for dismissals.
   await eventually(async () => (await cli('GET', `va:sio:${c.node}`)) === c.server, 'C to write its server id again', 5000, 100);

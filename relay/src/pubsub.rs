@@ -12,7 +12,9 @@
 //! events, calls between nodes) go to each node on a classic channel of its own
 //! ([`PubSub::subscribe_classic`]): a key's scripts publish them from the key's slot without
 //! naming the channel as a key, and the cluster forwards them to the server the node subscribed
-//! on.
+//! on. On a cluster each node also subscribes sharded channels of its own, one on each server,
+//! whose messages go to the same subscriber ([`PubSub::subscribe_beside`]): calls between nodes
+//! and their outcomes, sent from the key's server without crossing the cluster bus.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -195,6 +197,25 @@ impl PubSub {
         self.subscribe_as(chan, size, false).await
     }
 
+    /// On a cluster, subscribes the sharded channel `chan` too, its messages going to the same
+    /// subscriber as those of `beside` (subscribed before): a node's channels on each server
+    /// ([`crate::store::redis`]'s sharded channels). On one server, nothing.
+    pub async fn subscribe_beside(&self, chan: String, beside: &str) -> Result<(), DriverError> {
+        let Wire::Cluster(mut c) = self.conn() else {
+            return Ok(());
+        };
+        let _held = self.subscribing.lock().await;
+        let Some(tx) = handlers_read(&self.handlers).get(beside).cloned() else {
+            return Ok(());
+        };
+        handlers_write(&self.handlers).insert(chan.clone(), tx);
+        if let Err(e) = c.ssubscribe(chan.as_str()).await {
+            handlers_write(&self.handlers).remove(&chan);
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
     async fn subscribe_as(
         &self,
         chan: String,
@@ -254,6 +275,17 @@ impl PubSub {
         match self.conn() {
             Wire::Single(mut c) => c.publish(chan, body).await,
             Wire::Cluster(mut c) => c.publish(chan, body).await,
+        }
+    }
+}
+
+impl PubSub {
+    /// On a cluster, publishes on a sharded channel (reaching the one server that serves its hash
+    /// slot): how many subscribers received it there. On one server, a classic publish.
+    pub async fn publish_sharded(&self, chan: String, body: Vec<u8>) -> redis::RedisResult<i64> {
+        match self.conn() {
+            Wire::Single(mut c) => c.publish(chan, body).await,
+            Wire::Cluster(mut c) => c.spublish(chan, body).await,
         }
     }
 }

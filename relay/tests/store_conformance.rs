@@ -1,7 +1,8 @@
 //! One suite for every key store: the same cases run unchanged against the in-memory store and
 //! against the Redis store on a real `redis-server` (started here on a free port), over TLS, and
 //! on a Redis Cluster of six servers; and the Redis scripts walked through the lifecycle table
-//! (`relay::store::lifecycle`); a key's changes reach only the nodes waiting for it (`events.rs`).
+//! (`relay::store::lifecycle`); a key's changes reach only the nodes waiting for it (`events.rs`);
+//! on a Cluster, calls between nodes go on the receiving node's sharded channel (`hops.rs`).
 //! The cases with tabs
 //! (binding, replacing, the grace, in-flight slots, finding the tab) are in `binding.rs`, what a
 //! tab declares and the session mode in `declare.rs`, on real sockets (`tabs.rs`).
@@ -14,6 +15,8 @@ mod cluster;
 mod declare;
 #[path = "store_conformance/events.rs"]
 mod events;
+#[path = "store_conformance/hops.rs"]
+mod hops;
 #[path = "store_conformance/idempotency.rs"]
 mod idempotency;
 #[path = "store_conformance/lanes.rs"]
@@ -333,6 +336,7 @@ async fn redis_store_on_a_cluster() {
     suite(&store).await;
     lanes::a_bind_storm_delays_neither_heartbeat_nor_lookup(&cluster).await;
     events::only_waiting_nodes_hear_a_key(&cluster, &servers.url()).await;
+    hops::calls_between_nodes_go_on_sharded_channels(&servers.url(), &servers.ports).await;
     releases::a_refused_call_costs_no_call_rate(&servers.url()).await;
     releases::on_a_cluster_slots_go_back_a_server_at_a_time(&servers.url(), &servers.ports).await;
     releases::a_moved_hash_slots_slot_still_goes_back(&servers.url(), &servers.ports).await;

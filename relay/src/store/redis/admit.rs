@@ -98,6 +98,8 @@ impl Cluster {
         // other slots waiting).
         self.releases.admitting();
         let (folded, beside) = if self.sharded {
+            // The tag of the guessed node's sharded channel on the key's server.
+            inv.arg(&*self.shards.tag_of(&watch));
             self.releases.take_for(&watch, FOLD_MAX)
         } else {
             inv.arg(ms(NODE_SUSPECT));

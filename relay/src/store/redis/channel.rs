@@ -33,9 +33,21 @@ impl Cluster {
             .take()
     }
 
-    /// Publishes `body` on `node`'s channel: how many subscribers received it (on a Redis
-    /// Cluster, those of the server it was published on only).
+    /// Publishes `body` on `node`'s channel: how many subscribers received it. On a Redis
+    /// Cluster, first on its sharded channel on the server that serves the hash slot of the
+    /// node's name ([`super::shards`]), and on its classic channel when no subscriber got it
+    /// there (then a count of the server it was published on only).
     pub async fn publish_to(&self, node: &str, body: Vec<u8>) -> Result<i64, StoreError> {
+        let tag = self.shards.tag_of(node);
+        if !tag.is_empty() {
+            let chan = super::shards::channel(&tag, node);
+            let got = self
+                .op(self.pubsub.publish_sharded(chan, body.clone()))
+                .await?;
+            if got > 0 {
+                return Ok(got);
+            }
+        }
         self.op(self
             .pubsub
             .publish_classic(format!("{NODE_PREFIX}{node}"), body))

@@ -32,7 +32,8 @@ end
 /// `c:<call id>` → `<node> <until ms>`, and each node waiting for the key's status,
 /// `i:<node>`), once per node, on the node's own channel. A channel is not a key, so on a
 /// cluster this is a classic publish, which the cluster forwards to the server the node
-/// subscribed on; only that node receives it.
+/// subscribed on; only that node receives it. (Calls and their outcomes go on sharded channels
+/// there, [`SEND_LUA`].)
 pub(super) fn tell_lua() -> String {
     format!(
         r"
@@ -213,15 +214,16 @@ return {'ok', tostring(rv)}";
 /// then the watches of the slots to give back. ARGV: max in flight, watch ttl ms, node, call id,
 /// the call's life ms, the guessed node ('' for none), the message ('' for none), send by (Redis
 /// ms), session tag, session max in flight, session rate limit, window ms, then on one server
-/// suspect ms, then the call ids of the slots to give back, then on a cluster the other slots'
-/// pairs. Answers (`now` being Redis's clock) `{'ok', now}` (no tab now), `{'ok', now, node,
+/// suspect ms and on a cluster the tag of the node's sharded channel on this server ('' for
+/// none, [`SEND_LUA`]), then the call ids of the slots to give back, then on a cluster the other
+/// slots' pairs. Answers (`now` being Redis's clock) `{'ok', now}` (no tab now), `{'ok', now, node,
 /// sid}`, `{'sent', now, node, sid, receivers}`, `{'ended', now}`, `{'unknown', now}`, `{'rate',
 /// now}`, `{'busy', now}`, `{'session_busy', now}` or `{'late'}`; on a cluster after the word of
 /// the slots not given back.
 pub(super) const ACQUIRE: &str = r"
 for i = 6, #KEYS do redis.call('HDEL', KEYS[i], 'c:' .. ARGV[i + 8]) end --one
-for i = 5, #KEYS do redis.call('HDEL', KEYS[i], 'c:' .. ARGV[i + 8]) end --cluster
-local left = give_back_named(#KEYS + 9) --cluster
+for i = 5, #KEYS do redis.call('HDEL', KEYS[i], 'c:' .. ARGV[i + 9]) end --cluster
+local left = give_back_named(#KEYS + 10) --cluster
 local function admit() --cluster
 local now = clock_ms()
 if ARGV[7] ~= '' and now > tonumber(ARGV[8]) then return {'late'} end
@@ -249,7 +251,8 @@ local p = place(h, KEYS[5], ARGV[13]) --one
 local p = (h[1] == 'online') and {h[2], h[3]} or nil --cluster
 if not p then return {'ok', at} end
 if ARGV[7] ~= '' and p[1] == ARGV[6] and p[1] ~= ARGV[3] then
-  local got = redis.call('PUBLISH', '$NODE' .. p[1], 'c' .. p[2] .. '\n' .. ARGV[7])
+  local got = redis.call('PUBLISH', '$NODE' .. p[1], 'c' .. p[2] .. '\n' .. ARGV[7]) --one
+  local got = send(p[1], 'c' .. p[2] .. '\n' .. ARGV[7], ARGV[13]) --cluster
   return {'sent', at, p[1], p[2], tostring(got)}
 end
 return {'ok', at, p[1], p[2]}
@@ -257,6 +260,25 @@ end --cluster
 local answer = admit() --cluster
 table.insert(answer, 1, table.concat(left, ' ')) --cluster
 return answer --cluster";
+
+/// Lua for a Redis Cluster: `send(node, msg, tag)` publishes `msg` to `node` on its sharded
+/// channel under `tag` on this server ([`super::shards`]), or, when no subscriber got it there
+/// (or `tag` is empty, or this server does not serve it: an error `redis.pcall` hands back), on
+/// the node's classic channel. Answers how many subscribers received it. The script runs with
+/// [`CROSS_SLOT_FLAGS`] or has no flags line (either may reach the hash slots of its server).
+pub(super) static SEND_LUA: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    r"
+local function send(node, msg, tag)
+  if tag ~= '' then
+    local got = redis.pcall('SPUBLISH', '$SHARD{' .. tag .. '}:' .. node, msg)
+    if type(got) == 'number' and got > 0 then return got end
+  end
+  return redis.call('PUBLISH', '$NODE' .. node, msg)
+end
+"
+    .replace("$SHARD", super::shards::SHARD_PREFIX)
+    .replace("$NODE", NODE_PREFIX)
+});
 
 /// The first line of a script that may name keys of other hash slots than its declared keys', on
 /// the same server of a Redis Cluster: the cluster form of [`ACQUIRE`], and the batches of slots
@@ -334,13 +356,16 @@ mod tests {
             "{cluster}"
         );
         assert!(!cluster.contains("for i = 6,"), "{cluster}");
-        // Both take the call ids after twelve fixed arguments (one server: and suspect ms).
-        assert!(one.contains("ARGV[i + 8]") && cluster.contains("ARGV[i + 8]"));
-        assert!(one.contains("ARGV[13]") && !cluster.contains("ARGV[13]"));
+        // Both take the call ids after thirteen fixed arguments: twelve, then on one server
+        // suspect ms, on a cluster the tag of the guessed node's sharded channel.
+        assert!(one.contains("ARGV[i + 8]") && cluster.contains("ARGV[i + 9]"));
+        assert!(one.contains("place(h, KEYS[5], ARGV[13])"), "{one}");
+        assert!(cluster.contains("ARGV[7], ARGV[13])"), "{cluster}");
+        assert!(!one.contains("send(") && !cluster.contains("'PUBLISH'"));
         // On a cluster only, the slots of other hash slots follow, given back by `pcall`, and the
         // places of those not served are answered before the admission's answer.
         assert!(
-            cluster.contains("local left = give_back_named(#KEYS + 9)"),
+            cluster.contains("local left = give_back_named(#KEYS + 10)"),
             "{cluster}"
         );
         assert!(GIVE_BACK_NAMED_LUA.contains("redis.pcall('HDEL', ARGV[i]"));

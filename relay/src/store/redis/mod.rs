@@ -38,7 +38,8 @@
 //! hash tag (`va:k:{<rid>}`, `va:w:{<rid>}`, …), so each key's script runs in one slot; the
 //! steps that span slots (the heartbeat hash, the nodes' key sets, the agents' rate windows) are
 //! separate commands around the key's script ([`sharded`]), and the key events are published on
-//! the watching nodes' classic channels (a channel is not a key).
+//! the watching nodes' classic channels (a channel is not a key); calls between nodes and their
+//! outcomes go on the receiving node's sharded channel on the key's server ([`shards`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -127,6 +128,7 @@ mod scripts;
 mod servers;
 mod sharded;
 mod sharded_ops;
+mod shards;
 mod watch;
 
 pub(crate) use link::explain;
@@ -192,6 +194,8 @@ pub struct Cluster {
     /// On a Redis Cluster: each node's silence at the last read of the heartbeats, and when
     /// that read was (see [`sharded`]).
     beats: std::sync::RwLock<std::collections::HashMap<String, (Duration, tokio::time::Instant)>>,
+    /// On a Redis Cluster: the ranges of hash slots, for the nodes' sharded channels ([`shards`]).
+    shards: shards::Shards,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -289,8 +293,14 @@ impl Cluster {
             servers: Default::default(),
             meters: std::sync::OnceLock::new(),
             beats: Default::default(),
+            shards: Default::default(),
         });
         cluster.clone().listen().await?;
+        // On a Redis Cluster, this node's sharded channels; until then (or if this fails, until
+        // a heartbeat does it) messages for it go on its classic channel.
+        if let Err(e) = cluster.follow_shards().await {
+            tracing::warn!(cause = %e, "cannot read the Redis Cluster's hash slots yet");
+        }
         // Announced before serving: a tab bound here must never look like it is on a lost node.
         cluster
             .heartbeat()

@@ -97,13 +97,16 @@ impl Cluster {
         tokio::join!(ping(Lane::Tabs), ping(Lane::Calls));
     }
 
-    /// On a Redis Cluster, subscribes the pub/sub channels again (see
+    /// On a Redis Cluster, reads the ranges of hash slots (subscribing this node's sharded
+    /// channels of new ones, [`super::shards`]) and subscribes the pub/sub channels again (see
     /// [`crate::pubsub::PubSub::resubscribe`]); true when done (always on one server, whose
     /// connection re-subscribes by itself).
     pub async fn resubscribe(&self) -> bool {
         if !self.sharded {
             return true;
         }
+        // The ranges of hash slots first: a new one's channel is subscribed with the others.
+        let _ = tokio::time::timeout(super::OP_TIMEOUT * 2, self.follow_shards()).await;
         match tokio::time::timeout(super::OP_TIMEOUT * 2, self.pubsub.resubscribe()).await {
             Ok(Ok(())) => true,
             Ok(Err(e)) => {

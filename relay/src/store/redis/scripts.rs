@@ -64,13 +64,20 @@ elseif redis.call('EXISTS', KEYS[1]) == 1 then
 end
 return 1";
 
-/// The holding node's outcome of a call from another node: published on the calling node's
-/// channel, the call's slot given back first when the caller asked for it (a final outcome of a
-/// call with no outcome of its own to record): one round trip for both, none for the caller.
-/// KEYS: watch. ARGV: the calling node's channel, call id ('' to keep the slot), message.
-pub(super) const REPLY_LUA: &str = r"
+/// The holding node's outcome of a call from another node: sent to the calling node
+/// ([`forms::SEND_LUA`]: on a Redis Cluster on its sharded channel on the key's server, else on
+/// its classic channel), the call's slot given back first when the caller asked for it (a final
+/// outcome of a call with no outcome of its own to record): one round trip for both, none for
+/// the caller. KEYS: watch. ARGV: the calling node, call id ('' to keep the slot), message, the
+/// tag of the calling node's sharded channel on this server ('' on one server).
+pub(super) static REPLY_LUA: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        r"{}
 if ARGV[2] ~= '' then redis.call('HDEL', KEYS[1], 'c:' .. ARGV[2]) end
-return redis.call('PUBLISH', ARGV[1], ARGV[3])";
+return send(ARGV[1], ARGV[3], ARGV[4])",
+        *forms::SEND_LUA
+    )
+});
 
 /// Every key transition and shared check, one Lua script each (atomic on Redis).
 pub(super) struct Scripts {
@@ -145,7 +152,7 @@ return reaped",
             reassert: forms::script("", forms::REASSERT, false),
             finish: Script::new(FINISH_LUA),
             interest: Script::new(INTEREST_LUA),
-            reply: Script::new(REPLY_LUA),
+            reply: Script::new(&REPLY_LUA),
             // ARGV: request fingerprint, until ms, window ms
             idem_claim: Script::new(
                 r"

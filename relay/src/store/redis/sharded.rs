@@ -19,7 +19,8 @@
 //! Key events are told by the key's script to the nodes in the key's watch, each on its own
 //! classic channel (a channel is not a key, so the script may publish on it from the key's slot):
 //! a cluster forwards classic messages between its servers, and only the node subscribed to the
-//! channel receives them.
+//! channel receives them. Calls between nodes and their outcomes go on sharded channels instead,
+//! from the key's server straight to the node ([`super::shards`]).
 
 use redis::Script;
 use redis::cluster_async::ClusterConnection;
@@ -59,9 +60,10 @@ impl ShardedScripts {
                 forms::CROSS_SLOT_FLAGS,
                 forms::code(
                     &format!(
-                        "{CLOCK_LUA}{}{}",
+                        "{CLOCK_LUA}{}{}{}",
                         forms::SPEND_LUA,
-                        forms::GIVE_BACK_NAMED_LUA
+                        forms::GIVE_BACK_NAMED_LUA,
+                        *forms::SEND_LUA
                     ),
                     forms::ACQUIRE,
                     true

@@ -151,8 +151,9 @@ impl Cluster {
     }
 
     /// The outcome of a call another node sent this node (see [`super::scripts::REPLY_LUA`]):
-    /// published to `caller`, the call's slot in the key's watch given back first when
-    /// `give_back` names the call.
+    /// sent to `caller` (on a Redis Cluster on its sharded channel on the key's server,
+    /// [`super::shards`]), the call's slot in the key's watch given back first when `give_back`
+    /// names the call.
     pub async fn reply(
         &self,
         rid: &str,
@@ -160,10 +161,12 @@ impl Cluster {
         give_back: Option<&str>,
         message: Vec<u8>,
     ) -> Result<(), StoreError> {
-        let mut inv = self.scripts.reply.key(self.watch_name(rid));
-        inv.arg(format!("{}{caller}", super::NODE_PREFIX))
+        let watch = self.watch_name(rid);
+        let mut inv = self.scripts.reply.key(&watch);
+        inv.arg(caller)
             .arg(give_back.unwrap_or(""))
-            .arg(message);
+            .arg(message)
+            .arg(&*self.shards.tag_of(&watch));
         self.op(inv.invoke_async::<i64>(&mut self.conn_for(Lane::Calls)))
             .await
             .map(drop)
