@@ -10,43 +10,18 @@ use std::time::{Duration, Instant};
 
 use relay::store::redis::{Acquired, Admit, Place, SessionCall, rid};
 
+use super::releases::{redis_cli, runs};
 use super::{fresh_key, in_an_hour};
 
 /// How long a message takes to reach a node here, at most.
 const DELIVERY: Duration = Duration::from_secs(3);
-
-fn cli(port: u16, args: &[&str]) -> String {
-    let out = Command::new("redis-cli")
-        .args(["-p", &port.to_string()])
-        .args(args)
-        .output()
-        .expect("redis-cli");
-    assert!(out.status.success());
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// How many times the servers on `ports` ran `command` (from scripts too) since their counts
-/// were reset.
-fn runs(ports: &[u16], command: &str) -> u64 {
-    let prefix = format!("cmdstat_{command}:calls=");
-    ports
-        .iter()
-        .map(|port| {
-            cli(*port, &["INFO", "commandstats"])
-                .lines()
-                .find_map(|l| l.strip_prefix(prefix.as_str()))
-                .and_then(|v| v.split(',').next()?.parse::<u64>().ok())
-                .unwrap_or(0)
-        })
-        .sum()
-}
 
 /// The sharded channels of `node` that the servers on `ports` have subscribers for.
 fn sharded_channels(ports: &[u16], node: &str) -> Vec<String> {
     let mut found: Vec<String> = ports
         .iter()
         .flat_map(|port| {
-            cli(*port, &["PUBSUB", "SHARDCHANNELS", "va:s:*"])
+            redis_cli(*port, &["PUBSUB", "SHARDCHANNELS", "va:s:*"])
                 .lines()
                 .filter(|c| c.ends_with(&format!("}}:{node}")))
                 .map(str::to_owned)
@@ -124,7 +99,7 @@ pub async fn calls_between_nodes_go_on_sharded_channels(url: &str, ports: &[u16]
     // once it read the heartbeats lately, as it does each beat when it looks for lost nodes).
     a.reap().await.unwrap();
     for port in ports {
-        cli(*port, &["CONFIG", "RESETSTAT"]);
+        redis_cli(*port, &["CONFIG", "RESETSTAT"]);
     }
     let (acquired, held) = a.acquire(&id, &admit("c_hop")).await.unwrap();
     assert!(matches!(acquired, Acquired::Ok));

@@ -23,7 +23,8 @@ fn cluster_slots(port: u16, id: &str) -> Vec<String> {
     hkeys(port, &format!("va:w:{{{id}}}"), true)
 }
 
-fn redis_cli(port: u16, args: &[&str]) -> String {
+/// `redis-cli` against the server on `port`: its output.
+pub fn redis_cli(port: u16, args: &[&str]) -> String {
     let out = std::process::Command::new("redis-cli")
         .args(["-p", &port.to_string()])
         .args(args)
@@ -259,19 +260,26 @@ pub async fn a_batch_leaves_the_slots_just_ended(url: &str, port: u16) {
     );
 }
 
-/// How many `EVAL` the servers on `ports` ran: on a cluster, only the script that gives slots
-/// back a server at a time is sent that way (the others by their digest, `EVALSHA`).
-fn evals(ports: &[u16]) -> u64 {
+/// How many times the servers on `ports` ran `command` (from scripts too), by their counts
+/// (`INFO commandstats`, since these were last reset).
+pub fn runs(ports: &[u16], command: &str) -> u64 {
+    let prefix = format!("cmdstat_{command}:calls=");
     ports
         .iter()
         .map(|port| {
             redis_cli(*port, &["INFO", "commandstats"])
                 .lines()
-                .find_map(|l| l.strip_prefix("cmdstat_eval:calls="))
+                .find_map(|l| l.strip_prefix(prefix.as_str()))
                 .and_then(|v| v.split(',').next()?.parse::<u64>().ok())
                 .unwrap_or(0)
         })
         .sum()
+}
+
+/// How many `EVAL` the servers on `ports` ran: on a cluster, only the script that gives slots
+/// back a server at a time is sent that way (the others by their digest, `EVALSHA`).
+fn evals(ports: &[u16]) -> u64 {
+    runs(ports, "eval")
 }
 
 /// `n` fresh keys' digests whose hash slots each primary of a cluster of three serves (such a

@@ -40,7 +40,7 @@ struct Range {
 /// The ranges of hash slots last read, and the tags this node subscribed.
 #[derive(Default)]
 pub(super) struct Shards {
-    ranges: RwLock<Arc<Vec<Range>>>,
+    ranges: RwLock<Vec<Range>>,
     subscribed: std::sync::Mutex<HashSet<Arc<str>>>,
 }
 
@@ -77,11 +77,7 @@ impl Shards {
     /// message then goes on the classic channel).
     pub(super) fn tag_of(&self, name: &str) -> Arc<str> {
         let slot = slot_of(name.as_bytes());
-        let ranges = self
-            .ranges
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let ranges = self.ranges.read().unwrap_or_else(|p| p.into_inner());
         let at = ranges.partition_point(|r| r.last < slot);
         match ranges.get(at) {
             Some(r) if r.first <= slot => r.tag.clone(),
@@ -96,20 +92,25 @@ impl Shards {
         ranges.sort_unstable();
         ranges.dedup();
         ranges.truncate(RANGES_MAX);
-        let old = self
-            .ranges
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        // The tags already known, read before the new ones are found (outside the lock).
+        let known: Vec<Option<Arc<str>>> = {
+            let old = self.ranges.read().unwrap_or_else(|p| p.into_inner());
+            ranges
+                .iter()
+                .map(|(first, _)| {
+                    old.iter()
+                        .find(|r| r.first == *first)
+                        .map(|r| r.tag.clone())
+                })
+                .collect()
+        };
         let kept: Vec<Range> = ranges
             .into_iter()
-            .map(|(first, last)| {
-                let tag = old
-                    .iter()
-                    .find(|r| r.first == first)
-                    .map(|r| r.tag.clone())
-                    .unwrap_or_else(|| tag_for(first));
-                Range { first, last, tag }
+            .zip(known)
+            .map(|((first, last), tag)| Range {
+                first,
+                last,
+                tag: tag.unwrap_or_else(|| tag_for(first)),
             })
             .collect();
         let mut subscribed = self.subscribed.lock().unwrap_or_else(|p| p.into_inner());
@@ -118,7 +119,7 @@ impl Shards {
             .filter(|r| subscribed.len() < RANGES_MAX && subscribed.insert(r.tag.clone()))
             .map(|r| r.tag.clone())
             .collect();
-        *self.ranges.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(kept);
+        *self.ranges.write().unwrap_or_else(|p| p.into_inner()) = kept;
         fresh
     }
 
