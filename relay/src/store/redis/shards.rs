@@ -76,8 +76,12 @@ impl Shards {
     /// The tag of the range holding `name`'s hash slot; empty when no range is known (the
     /// message then goes on the classic channel).
     pub(super) fn tag_of(&self, name: &str) -> Arc<str> {
-        let slot = slot_of(name.as_bytes());
         let ranges = self.ranges.read().unwrap_or_else(|p| p.into_inner());
+        if ranges.is_empty() {
+            // One server, or no ranges read yet: no hash slot to compute.
+            return Arc::from("");
+        }
+        let slot = slot_of(name.as_bytes());
         let at = ranges.partition_point(|r| r.last < slot);
         match ranges.get(at) {
             Some(r) if r.first <= slot => r.tag.clone(),
