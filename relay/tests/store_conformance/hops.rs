@@ -2,7 +2,8 @@
 //! holding the tab, and the outcome sent back, each go from the key's server on the receiving
 //! node's sharded channel there (`SPUBLISH`), not as a classic message that the cluster forwards
 //! to every server; a node listening on its classic channel only (one that does not follow the
-//! hash slots yet) still receives them, once.
+//! hash slots yet) still receives them, once. A key's changes go to the nodes waiting for it the
+//! same way.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -184,4 +185,36 @@ pub async fn calls_between_nodes_go_on_sharded_channels(url: &str, ports: &[u16]
         5,
         "each tried on a sharded channel first"
     );
+
+    // A key's changes reach the nodes waiting for it the same way: A, with a call in flight for
+    // the key, hears B's tab replaced and then gone, each told by the key's script on A's sharded
+    // channel on the key's server.
+    let (acquired, held) = a.acquire(&id, &admit("c_watch")).await.unwrap();
+    assert!(matches!(acquired, Acquired::Ok));
+    let watching = held.expect("a slot");
+    for port in ports {
+        redis_cli(*port, &["CONFIG", "RESETSTAT"]);
+    }
+    let heard = a.events_heard().get();
+    b.bind(&id, "s2", Some(in_an_hour()))
+        .await
+        .unwrap()
+        .unwrap();
+    b.release(&id, "s2").await.unwrap();
+    let end = Instant::now() + DELIVERY;
+    while a.events_heard().get() < heard + 2 {
+        assert!(Instant::now() < end, "A hears both changes of the key");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        runs(ports, "spublish"),
+        2,
+        "each change told on a sharded channel"
+    );
+    assert_eq!(
+        runs(ports, "publish"),
+        0,
+        "no key event crossed the cluster"
+    );
+    drop(watching);
 }

@@ -10,8 +10,10 @@
 //! one source reads the same `KEYS[i]` and `ARGV[i]` in both; the one-server form's own follow.
 //!
 //! A change of the key is published with [`tell_lua`]'s `tell` to the nodes in its watch only,
-//! each on its own channel (`va:n:<node>`): a node hears a key's events while it has a call
-//! waiting for the key, and never otherwise.
+//! each on its own channel (`va:n:<node>`; on a Redis Cluster its sharded channel on the key's
+//! server): a node hears a key's events while it has a call waiting for the key, and never
+//! otherwise. The cluster form of a script that tells takes, as its last argument, the tag of
+//! the range holding the key's hash slot.
 
 use redis::Script;
 
@@ -27,17 +29,18 @@ local function spend(k, limit, window)
 end
 ";
 
-/// Lua shared by every script that changes a key: `tell(k, w)` publishes the key's name `k` to
-/// each node in the key's watch `w` (see [`super::watch`]: the node of each call in flight,
+/// Lua shared by every script that changes a key: `tell(k, w, tag)` publishes the key's name `k`
+/// to each node in the key's watch `w` (see [`super::watch`]: the node of each call in flight,
 /// `c:<call id>` → `<node> <until ms>`, and each node waiting for the key's status,
-/// `i:<node>`), once per node, on the node's own channel. A channel is not a key, so on a
-/// cluster this is a classic publish, which the cluster forwards to the server the node
-/// subscribed on; only that node receives it. (Calls and their outcomes go on sharded channels
-/// there, [`SEND_LUA`].)
-pub(super) fn tell_lua() -> String {
-    format!(
+/// `i:<node>`), once per node. On one server on the node's own channel; on a Redis Cluster with
+/// [`SEND_LUA`]'s `send`, on the node's sharded channel under `tag` (the tag of the range holding
+/// the key's hash slot, [`super::shards`]) on the key's own server, so that only that server
+/// handles it, or on its classic channel when no subscriber got it there. In a source, `$TAG` is
+/// that tag: `''` in the one-server form, the script's last argument in the cluster form.
+pub(super) fn tell_lua(cluster: bool) -> String {
+    let source = format!(
         r"
-local function tell(k, w)
+local function tell(k, w, tag)
   local all = redis.call('HGETALL', w)
   local told = {{}}
   for i = 1, #all, 2 do
@@ -47,7 +50,8 @@ local function tell(k, w)
     elseif string.sub(f, 1, 2) == 'i:' then node = string.sub(f, 3) end
     if node and not told[node] then
       told[node] = true
-      redis.call('PUBLISH', '{NODE_PREFIX}' .. node, k)
+      redis.call('PUBLISH', '$NODE' .. node, k) --one
+      send(node, k, tag) --cluster
     end
   end
 end
@@ -56,7 +60,9 @@ local function watch_of(k)
 end
 ",
         skip = super::KEY_PREFIX.len() + 1
-    )
+    );
+    let send: &str = if cluster { &SEND_LUA } else { "" };
+    format!("{send}{}", text(&source, cluster))
 }
 
 /// The text of one form of `source`.
@@ -76,6 +82,7 @@ pub(super) fn text(source: &str, cluster: bool) -> String {
         out.push('\n');
     }
     out.replace("$NODE", NODE_PREFIX)
+        .replace("$TAG", if cluster { "ARGV[#ARGV]" } else { "''" })
 }
 
 /// One form of `source` (after `prelude`, the Lua functions it calls, and `tell`) as a script.
@@ -85,7 +92,7 @@ pub(super) fn script(prelude: &str, source: &str, cluster: bool) -> Script {
 
 /// The code of [`script`].
 pub(super) fn code(prelude: &str, source: &str, cluster: bool) -> String {
-    format!("{}{prelude}{}", tell_lua(), text(source, cluster))
+    format!("{}{prelude}{}", tell_lua(cluster), text(source, cluster))
 }
 
 /// Where a key's tab is. One server: KEYS key, nodes; ARGV suspect ms (the node's heartbeat is
@@ -117,7 +124,7 @@ local left = exp - now
 if left < 0 then left = 0 end
 redis.call('PEXPIRE', KEYS[1], left + tonumber(ARGV[6]))
 redis.call('SADD', KEYS[3], KEYS[1]) --one
-tell(KEYS[1], KEYS[2])
+tell(KEYS[1], KEYS[2], $TAG)
 local mode = redis.call('HGET', KEYS[1], 'md') or ''
 if st == 'online' then
   if h[2] ~= ARGV[2] then redis.call('SREM', ARGV[7] .. h[2], KEYS[1]) end --one
@@ -131,7 +138,7 @@ pub(super) const RELEASE: &str = r"
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'sid', 'exp')
 if h[1] ~= 'online' or h[2] ~= ARGV[2] or h[3] ~= ARGV[3] then return 0 end
 redis.call('SREM', KEYS[3], KEYS[1]) --one
-go_offline(KEYS[1], KEYS[2], ARGV[1], ARGV[4], h[4])
+go_offline(KEYS[1], KEYS[2], ARGV[1], ARGV[4], h[4], $TAG)
 return 1";
 
 /// KEYS: key, watch. ARGV: now, then on one server the node-keys prefix.
@@ -143,7 +150,7 @@ redis.call('HDEL', KEYS[1], 'node', 'sid')
 local ttl = tonumber(h[3]) - tonumber(ARGV[1])
 if ttl < 1 then ttl = 1 end
 redis.call('PEXPIRE', KEYS[1], ttl)
-tell(KEYS[1], KEYS[2])
+tell(KEYS[1], KEYS[2], $TAG)
 if h[1] == 'online' then
   redis.call('SREM', ARGV[2] .. h[2], KEYS[1]) --one
   return {'revoked', h[2]}
@@ -166,7 +173,7 @@ redis.call('SADD', KEYS[3], KEYS[1]) --one
 if h[1] == 'online' and h[3] == ARGV[3] then return 'kept' end
 redis.call('HSET', KEYS[1], 'st', 'online', 'node', ARGV[2], 'sid', ARGV[3], 'since', ARGV[6], 'eb', '1', 'exp', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-tell(KEYS[1], KEYS[2])
+tell(KEYS[1], KEYS[2], $TAG)
 return 'restored'";
 
 /// What a tab declared: only from the socket that holds the key; an equal declaration changes
@@ -178,7 +185,7 @@ if h[4] == ARGV[3] and (h[5] or '') == ARGV[4] then return {'same', h[6] or '0'}
 redis.call('HSET', KEYS[1], 'hd', ARGV[3])
 if ARGV[4] == '' then redis.call('HDEL', KEYS[1], 'pt') else redis.call('HSET', KEYS[1], 'pt', ARGV[4]) end
 local rv = redis.call('HINCRBY', KEYS[1], 'rv', 1)
-tell(KEYS[1], KEYS[2])
+tell(KEYS[1], KEYS[2], $TAG)
 return {'ok', tostring(rv)}";
 
 /// A call's admission, unless its session was ended: its session's call rate, its in-flight
@@ -318,7 +325,9 @@ mod tests {
             for cluster in [false, true] {
                 let form = text(source, cluster);
                 assert!(
-                    !form.contains("--one") && !form.contains("--cluster"),
+                    !form.contains("--one")
+                        && !form.contains("--cluster")
+                        && !form.contains("$TAG"),
                     "{form}"
                 );
                 // Changes are told with tell(); the admission publishes the call it sends.
@@ -339,6 +348,26 @@ mod tests {
             "every placeholder filled"
         );
         assert!(!text(LOOKUP, true).contains("place("));
+    }
+
+    #[test]
+    fn a_change_is_told_on_sharded_channels_on_a_cluster_only() {
+        let one = tell_lua(false);
+        let cluster = tell_lua(true);
+        assert!(
+            one.contains("redis.call('PUBLISH', 'va:n:' .. node, k)"),
+            "{one}"
+        );
+        assert!(!one.contains("send("), "{one}");
+        assert!(cluster.contains("send(node, k, tag)"), "{cluster}");
+        assert!(cluster.contains("local function send("), "{cluster}");
+        assert!(!cluster.contains("redis.call('PUBLISH', 'va:n:' .. node, k)"));
+        // Every script that tells passes the tag: none on one server, its last argument on a
+        // cluster.
+        for source in [BIND, RELEASE, REVOKE, REASSERT, DECLARE] {
+            assert!(text(source, false).contains(", '')"), "{source}");
+            assert!(text(source, true).contains(", ARGV[#ARGV])"), "{source}");
+        }
     }
 
     #[test]

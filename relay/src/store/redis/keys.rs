@@ -51,6 +51,7 @@ impl Cluster {
             let mut inv = self.sharded_scripts.bind.key(self.key_name(rid));
             inv.key(self.watch_name(rid));
             bind_args(&mut inv);
+            inv.arg(&*self.told_under(rid));
             let reply: Vec<String> = self
                 .op(inv.invoke_async(&mut self.conn_for(Lane::Tabs)))
                 .await?;
@@ -108,7 +109,9 @@ impl Cluster {
     pub async fn revoke(&self, rid: &str) -> Result<Revoked, StoreError> {
         let reply: Vec<String> = if self.sharded {
             let mut inv = self.sharded_scripts.revoke.key(self.key_name(rid));
-            inv.key(self.watch_name(rid)).arg(unix_now_ms());
+            inv.key(self.watch_name(rid))
+                .arg(unix_now_ms())
+                .arg(&*self.told_under(rid));
             let reply: Vec<String> = self
                 .op(inv.invoke_async(&mut self.conn_for(Lane::Calls)))
                 .await?;
@@ -207,6 +210,9 @@ impl Cluster {
             .arg(sid)
             .arg(declared.joined())
             .arg(declared.page_tools().unwrap_or(""));
+        if self.sharded {
+            inv.arg(&*self.told_under(rid));
+        }
         let reply: Vec<String> = self
             .op(inv.invoke_async(&mut self.conn_for(Lane::Tabs)))
             .await?;

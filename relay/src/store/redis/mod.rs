@@ -37,9 +37,9 @@
 //! On a Redis Cluster (`redis+cluster://`) every record of a key carries the key's digest as its
 //! hash tag (`va:k:{<rid>}`, `va:w:{<rid>}`, …), so each key's script runs in one slot; the
 //! steps that span slots (the heartbeat hash, the nodes' key sets, the agents' rate windows) are
-//! separate commands around the key's script ([`sharded`]), and the key events are published on
-//! the watching nodes' classic channels (a channel is not a key); calls between nodes and their
-//! outcomes go on the receiving node's sharded channel on the key's server ([`shards`]).
+//! separate commands around the key's script ([`sharded`]); the key events, the calls between
+//! nodes and their outcomes go on the receiving node's sharded channel on the key's server
+//! ([`shards`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -52,7 +52,8 @@ impl Cluster {
                 .arg(sid)
                 .arg(exp)
                 .arg(ttl)
-                .arg(bound_ms);
+                .arg(bound_ms)
+                .arg(&*self.told_under(rid));
             let reply: String = self
                 .op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
                 .await?;

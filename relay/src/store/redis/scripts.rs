@@ -30,16 +30,17 @@ end
 ";
 
 /// Lua shared by release and reap: an online key goes offline for the reconnect grace (never
-/// past its token's expiry) and its change is told to its watch `w`. Needs `tell`.
+/// past its token's expiry) and its change is told to its watch `w` (on a Redis Cluster under
+/// `tag`, [`forms::tell_lua`]). Needs `tell`.
 pub(super) const OFFLINE_LUA: &str = r"
-local function go_offline(k, w, now, grace, exp)
+local function go_offline(k, w, now, grace, exp, tag)
   redis.call('HSET', k, 'st', 'offline', 'since', now)
   redis.call('HDEL', k, 'node', 'sid')
   local ttl = tonumber(grace)
   local left = tonumber(exp) - tonumber(now)
   if left < ttl then ttl = left end
   if ttl <= 0 then redis.call('DEL', k) else redis.call('PEXPIRE', k, ttl) end
-  tell(k, w)
+  tell(k, w, tag)
 end
 ";
 
@@ -138,7 +139,7 @@ for i = 1, #all, 2 do
     for _, k in ipairs(redis.call('SMEMBERS', set)) do
       local h = redis.call('HMGET', k, 'st', 'node', 'exp')
       if h[1] == 'online' and h[2] == node then
-        go_offline(k, watch_of(k), ARGV[4], ARGV[2], h[3])
+        go_offline(k, watch_of(k), ARGV[4], ARGV[2], h[3], '')
         reaped = reaped + 1
       end
     end
@@ -147,7 +148,7 @@ for i = 1, #all, 2 do
   end
 end
 return reaped",
-                tell = forms::tell_lua()
+                tell = forms::tell_lua(false)
             )),
             reassert: forms::script("", forms::REASSERT, false),
             finish: Script::new(FINISH_LUA),

@@ -16,11 +16,11 @@
 //!   node's set and heartbeat, in that order: a node that comes back in between finds its
 //!   heartbeat gone and writes its bindings back.
 //!
-//! Key events are told by the key's script to the nodes in the key's watch, each on its own
-//! classic channel (a channel is not a key, so the script may publish on it from the key's slot):
-//! a cluster forwards classic messages between its servers, and only the node subscribed to the
-//! channel receives them. Calls between nodes and their outcomes go on sharded channels instead,
-//! from the key's server straight to the node ([`super::shards`]).
+//! Key events are told by the key's script to the nodes in the key's watch, and calls between
+//! nodes and their outcomes by the scripts that admit and answer them, each on the receiving
+//! node's sharded channel on the key's own server ([`super::shards`]): that server hands it to
+//! the node, with no copy over the cluster's bus to the other servers (a classic message, the
+//! fallback, is copied to every server of the cluster).
 
 use redis::Script;
 use redis::cluster_async::ClusterConnection;
@@ -60,10 +60,9 @@ impl ShardedScripts {
                 forms::CROSS_SLOT_FLAGS,
                 forms::code(
                     &format!(
-                        "{CLOCK_LUA}{}{}{}",
+                        "{CLOCK_LUA}{}{}",
                         forms::SPEND_LUA,
-                        forms::GIVE_BACK_NAMED_LUA,
-                        *forms::SEND_LUA
+                        forms::GIVE_BACK_NAMED_LUA
                     ),
                     forms::ACQUIRE,
                     true
@@ -90,14 +89,15 @@ end
 return out"
             )),
             // A lost node's key goes offline, if still on it. KEYS: key, watch.
-            // ARGV: node, now (node clock, for `since`), grace ms
+            // ARGV: node, now (node clock, for `since`), grace ms, the tag its change is told
+            // under
             reap_key: Script::new(&format!(
                 r"{tell}{OFFLINE_LUA}
 local h = redis.call('HMGET', KEYS[1], 'st', 'node', 'exp')
 if h[1] ~= 'online' or h[2] ~= ARGV[1] then return 0 end
-go_offline(KEYS[1], KEYS[2], ARGV[2], ARGV[3], h[3])
+go_offline(KEYS[1], KEYS[2], ARGV[2], ARGV[3], h[3], ARGV[4])
 return 1",
-                tell = forms::tell_lua()
+                tell = forms::tell_lua(true)
             )),
         }
     }

@@ -26,6 +26,12 @@ impl Cluster {
             .map(drop)
     }
 
+    /// The tag the cluster form of a key's script tells the key's change under, its last argument
+    /// (the tag of the range holding the key's hash slot, [`super::forms::tell_lua`]).
+    pub(super) fn told_under(&self, rid: &str) -> std::sync::Arc<str> {
+        self.shards.tag_of(&self.key_name(rid))
+    }
+
     /// Whether `node` heartbeat within [`NODE_SUSPECT`].
     async fn alive(&self, node: &str) -> Result<bool, StoreError> {
         let mut inv = self.sharded_scripts.seen.key(super::NODES);
@@ -73,7 +79,8 @@ impl Cluster {
         inv.arg(unix_now_ms())
             .arg(&self.node)
             .arg(sid)
-            .arg(ms(self.settings.grace));
+            .arg(ms(self.settings.grace))
+            .arg(&*self.told_under(rid));
         let released: i64 = self
             .op(inv.invoke_async(&mut self.conn_for(Lane::Tabs)))
             .await?;
@@ -138,7 +145,8 @@ impl Cluster {
                 inv.key(super::watch_of(&key));
                 inv.arg(&node)
                     .arg(unix_now_ms())
-                    .arg(ms(self.settings.grace));
+                    .arg(ms(self.settings.grace))
+                    .arg(&*self.shards.tag_of(&key));
                 let n: u64 = self
                     .op(inv.invoke_async(&mut self.conn_for(Lane::Membership)))
                     .await?;

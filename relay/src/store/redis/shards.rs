@@ -1,7 +1,7 @@
-//! On a Redis Cluster, the messages between nodes (a call sent to the node holding its tab, the
-//! call's outcome sent back) go on sharded channels, from the server that runs the key's script
-//! straight to the node, instead of a classic publish that the cluster forwards over its bus to
-//! every server.
+//! On a Redis Cluster, the messages to a node (a key's change told to the nodes waiting for it, a
+//! call sent to the node holding its tab, the call's outcome sent back) go on sharded channels,
+//! from the server that runs the key's script straight to the node, instead of a classic publish
+//! that the cluster forwards over its bus to every server.
 //!
 //! Each node subscribes, on every server, a channel of its own under a hash tag that server
 //! serves: `va:s:{<tag>}:<node>` ([`SHARD_PREFIX`]), one per range of hash slots that
