@@ -8,6 +8,8 @@
 // dies is delivered again as soon as its tab re-binds elsewhere. A tab replaced from another
 // node, or revoked there, is told through the Socket.IO adapter on its own node's channel alone
 // once that node's Socket.IO server is known (each node writes it to Redis, `va:sio:<node>`).
+// A call that reaches the holding node while its tab's bind is still being recorded there waits
+// for the bind rather than being sent back to look for the tab again.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -254,4 +256,100 @@ test('a tab replaced from another node, and a key revoked there, are told on the
     tab.close();
     return { lines, channel: `${GLOBAL}${a.server}#` };
   }, 'a revoked tab told through its own node alone');
+});
+
+/** `redis-cli` against one server, `port`, without following a cluster's redirections. */
+function redisAt(port, ...args) {
+  return within(5000, new Promise((resolve, reject) => {
+    execFile('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], (err, out) => {
+      if (err) reject(err); else resolve(out.trim());
+    });
+  }), `redis-cli -p ${port} ${args.join(' ')}`);
+}
+
+/** The port of the primary that serves the Redis name `name` (a Redis Cluster). */
+async function primaryOf(name) {
+  const moved = (await redisAt(redis.port, 'EXISTS', name)).match(/MOVED \d+ [\d.]+:(\d+)/);
+  return moved ? Number(moved[1]) : redis.port;
+}
+
+/**
+ * A subscriber to the classic channel `channel`: `ready` once subscribed, `next()` the next
+ * message (a JSON object's text), `stop()`.
+ */
+function listen(channel) {
+  const proc = spawn('redis-cli', ['-h', '127.0.0.1', '-p', String(redis.port), 'SUBSCRIBE', channel], { stdio: ['ignore', 'pipe', 'ignore'] });
+  monitors.push(proc);
+  const lines = [];
+  let wake = () => {};
+  let rest = '';
+  proc.stdout.on('data', (chunk) => {
+    const all = (rest + chunk.toString()).split('\n');
+    rest = all.pop();
+    lines.push(...all);
+    wake();
+  });
+  const seen = (test) => new Promise((resolve) => {
+    const look = () => {
+      const at = lines.findIndex(test);
+      if (at < 0) return;
+      wake = () => {};
+      resolve(lines.splice(0, at + 1)[at]);
+    };
+    wake = look;
+    look();
+  });
+  return {
+    // Printed raw: `subscribe`, the channel, the count; then `message`, the channel, the body.
+    ready: within(5000, seen((l) => l === '1'), `SUBSCRIBE ${channel}`),
+    next: () => seen((l) => l.startsWith('{')),
+    stop: () => proc.kill('SIGKILL'),
+  };
+}
+
+test('a call that reaches the holding node while its tab\'s bind is still being recorded there waits for it', async (t) => {
+  if (!redis.cluster) {
+    // The call is sent from one server while the bind waits on another; one server holds both.
+    t.skip('a Redis Cluster only: the bind and the call must come from two servers');
+    return;
+  }
+  // A's node name, from a first tab there.
+  const first = await tabOn(A);
+  const a = await serverOf(first.apiKey);
+  first.tab.close();
+  // The tab's key, on primary P; A's sharded channel on another primary, S.
+  const { apiKey, token } = await A.token();
+  const rid = createHash('sha256').update(apiKey).digest('hex').slice(0, 32);
+  const P = await primaryOf(`va:k:{${rid}}`);
+  let S = null;
+  let channel = null;
+  for (const port of redis.ports) {
+    if (port === P) continue;
+    const found = (await redisAt(port, 'PUBSUB', 'SHARDCHANNELS', `va:s:*:${a.node}`)).split('\n').filter(Boolean);
+    if (found.length === 1) { S = port; channel = found[0]; break; }
+  }
+  assert.ok(channel, `A's sharded channel on a primary other than the key's (${P})`);
+  // The node the call comes from, as far as A knows: a listener on its classic channel, where
+  // the outcome goes (a script's publish on a channel nobody holds sharded falls back to it).
+  const caller = '0ca11e40ca11e40c';
+  const outcomes = listen(`va:n:${caller}`);
+  await outcomes.ready;
+  // P holds its writes for 600 ms: the tab connects (socketioxide sends CONNECT before the bind
+  // runs) and its bind script waits on P, so A has not recorded the bind when the call, sent on
+  // S, arrives. A waits for the bind instead of answering that the socket holds no key there.
+  await redisAt(P, 'CLIENT', 'PAUSE', '600', 'WRITE');
+  const tab = A.tab({ token });
+  let delivered = 0;
+  tab.socket.on('voice-agent:whoami', (p, meta, ack) => { delivered += 1; ack({ callId: meta.callId }); });
+  await tab.connected();
+  const call = JSON.stringify({ k: 'call', id: 'c_held_early', from: caller, rid, event: 'voice-agent:whoami', params: {}, ack: true, ms: 4000, n: 1 });
+  assert.equal(await redisAt(S, 'SPUBLISH', channel, `c${tab.socket.id}\n${call}`), '1', 'A received the call');
+  const reply = JSON.parse(await within(6000, outcomes.next(), 'the outcome at the caller'));
+  outcomes.stop();
+  assert.equal(reply.k, 'reply');
+  assert.equal(reply.id, 'c_held_early');
+  assert.equal(reply.r, 'answered', `the tab answered, not "gone": ${JSON.stringify(reply)}`);
+  assert.equal(reply.v?.callId, 'c_held_early');
+  assert.equal(delivered, 1);
+  tab.close();
 });

@@ -17,6 +17,32 @@ use socketioxide::socket::Sid;
 #[derive(Clone)]
 pub struct BoundKey(pub std::sync::Arc<str>);
 
+/// Set while the key of a handshake token is being bound: socketioxide sends CONNECT before the
+/// connect handler binds, and the bind is told to other nodes before it is recorded here, so a
+/// tab may declare its tools, and a call from another node may arrive, before its key is bound
+/// here; both wait for the bind ([`settled_key`]). Notified when the bind is over.
+#[derive(Clone)]
+pub struct HandshakeBind(pub std::sync::Arc<tokio::sync::Notify>);
+
+/// The longest a declaration, or a call from another node, waits for its socket's handshake bind.
+pub const BIND_WAIT: Duration = Duration::from_secs(5);
+
+/// The key `s` holds, once its handshake bind (if one runs) is over, waiting at most `wait`.
+pub async fn settled_key(s: &TabSocket, wait: Duration) -> Option<std::sync::Arc<str>> {
+    if let Some(BoundKey(key)) = s.extensions().get::<BoundKey>() {
+        return Some(key);
+    }
+    let HandshakeBind(done) = s.extensions().get::<HandshakeBind>()?;
+    let finished = done.notified();
+    tokio::pin!(finished);
+    finished.as_mut().enable();
+    // Read again after registering for the wake-up: a bind that ended in between is not missed.
+    if s.extensions().get::<HandshakeBind>().is_some() {
+        let _ = tokio::time::timeout(wait, finished).await;
+    }
+    s.extensions().get::<BoundKey>().map(|BoundKey(key)| key)
+}
+
 /// The tools a socket last declared it handles (`voice-agent:handles`), comma-joined, kept in
 /// its extensions: a fire-and-forget call to a tool outside them is answered `no_handler`
 /// instead of being sent where nothing runs it. A socket that never declared handles every tool.

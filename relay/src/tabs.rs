@@ -25,7 +25,9 @@ use socketioxide::handler::ConnectHandler;
 use crate::admission::Admission;
 use crate::app::App;
 use crate::delivery::{dismiss, room};
-use crate::sockets::{BoundKey, ClusterAdapter, DeclaredTools, RelayAdapter, TabSocket};
+use crate::sockets::{
+    BoundKey, ClusterAdapter, DeclaredTools, HandshakeBind, RelayAdapter, TabSocket,
+};
 use crate::store::keys::{BindError, Proof};
 use crate::store::{Bound, KeyStore};
 use crate::tokens::{TokenError, VerifiedToken};
@@ -35,19 +37,10 @@ use relay_wire::Fp;
 #[derive(Clone)]
 struct HandshakeToken(Arc<VerifiedToken>);
 
-/// Set while the key of a handshake token is being bound: socketioxide sends CONNECT before the
-/// connect handler binds, so a tab may declare its tools before its key is bound; such a
-/// declaration waits for the bind (at most [`BIND_WAIT`]).
-#[derive(Clone)]
-struct Binding(Arc<tokio::sync::Notify>);
-
 /// The handshake's place among the binds this node runs at once ([`crate::admission`]), held
 /// from the token check until the connect handler has bound the key.
 #[derive(Clone)]
 struct Turn(#[allow(dead_code)] Arc<Admission>);
-
-/// The longest a declaration waits for its socket's handshake bind.
-const BIND_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A refused handshake. Its `Display` is the JSON object the client's `connect_error` receives:
 /// `err.message` and `err.data = {code, message}`.
@@ -210,7 +203,7 @@ async fn check_token(s: &TabSocket, app: &App, auth: Option<Value>) -> Result<()
             s.extensions().insert(HandshakeToken(Arc::new(verified)));
             s.extensions().insert(Turn(Arc::new(turn)));
             s.extensions()
-                .insert(Binding(Arc::new(tokio::sync::Notify::new())));
+                .insert(HandshakeBind(Arc::new(tokio::sync::Notify::new())));
             Ok(())
         }
         Err(e) => Err(Refusal(e)),
@@ -225,7 +218,7 @@ async fn on_connect<A: RelayAdapter>(s: SocketRef<A>, State(app): State<Arc<App>
     let tab = A::tab(&s);
     let bound = bind(&app, &tab, &verified.api_key, proof).await;
     s.extensions.remove::<Turn>();
-    if let Some(Binding(done)) = s.extensions.remove::<Binding>() {
+    if let Some(HandshakeBind(done)) = s.extensions.remove::<HandshakeBind>() {
         done.notify_waiters();
     }
     if let Err(err) = bound {
@@ -390,20 +383,10 @@ async fn on_handles<A: RelayAdapter>(
     let _ = ack.send(&answer);
 }
 
-/// The key `s` holds, once its handshake bind (if one runs) is over.
+/// The key `s` holds, once its handshake bind (if one runs) is over (at most
+/// [`crate::sockets::BIND_WAIT`]).
 async fn bound_key(s: &TabSocket) -> Option<Arc<str>> {
-    if let Some(BoundKey(key)) = s.extensions().get::<BoundKey>() {
-        return Some(key);
-    }
-    let Binding(done) = s.extensions().get::<Binding>()?;
-    let finished = done.notified();
-    tokio::pin!(finished);
-    finished.as_mut().enable();
-    // Read again after registering for the wake-up: a bind that ended in between is not missed.
-    if s.extensions().get::<Binding>().is_some() {
-        let _ = tokio::time::timeout(BIND_WAIT, finished).await;
-    }
-    s.extensions().get::<BoundKey>().map(|BoundKey(key)| key)
+    crate::sockets::settled_key(s, crate::sockets::BIND_WAIT).await
 }
 
 async fn declare(app: &App, s: &TabSocket, arg: Option<Value>) -> Result<u64, ErrorObject> {

@@ -17,6 +17,7 @@ use super::Delivery;
 use super::local::{Attempt, attempt, cancel};
 use crate::app::App;
 use crate::delivery::hop::{Held, Hop, Incoming, Outcome};
+use crate::sockets::BIND_WAIT;
 use crate::store::keys::{Binding, KeyShared};
 use crate::store::redis::rid;
 use crate::telemetry;
@@ -52,9 +53,16 @@ pub async fn serve_held(app: Arc<App>, hop: Arc<Hop>) {
     }
 }
 
-/// The socket `sid` of this node, if it holds the key of digest `rid` here.
-fn holder(app: &App, rid_wanted: &str, sid: &str) -> Option<(Binding, Arc<KeyShared>)> {
-    let key = app.io.get()?.bound_key(sid)?;
+/// The socket `sid` of this node, if it holds the key of digest `rid` here. A socket whose
+/// handshake bind is still running is waited for, at most `wait`: the bind is told to the other
+/// nodes (whose calls waiting for the key then come here) before it is recorded on this node.
+async fn holder(
+    app: &App,
+    rid_wanted: &str,
+    sid: &str,
+    wait: std::time::Duration,
+) -> Option<(Binding, Arc<KeyShared>)> {
+    let key = app.io.get()?.settled_key(sid, wait).await?;
     if rid(&key) != rid_wanted {
         return None;
     }
@@ -92,7 +100,14 @@ async fn run(app: &App, hop: &Hop, mut held: Held, stop: CancellationToken) {
         held.traceparent = Some(own.parent.as_str().to_owned());
         held.tracestate = own.state.as_ref().map(|s| s.as_str().to_owned());
     }
-    let (outcome, answer, failure) = match holder(app, &held.rid, &held.sid) {
+    let (outcome, answer, failure) = match holder(
+        app,
+        &held.rid,
+        &held.sid,
+        held.timeout.min(BIND_WAIT),
+    )
+    .await
+    {
         None => (Outcome::Gone, None, None),
         Some((binding, shared)) => {
             let d = Delivery {

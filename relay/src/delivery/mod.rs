@@ -18,7 +18,7 @@ use socketioxide::SocketIo;
 use socketioxide::adapter::LocalAdapter;
 use socketioxide_core::Uid;
 
-use crate::sockets::{BoundKey, ClusterAdapter};
+use crate::sockets::{BoundKey, ClusterAdapter, RelayAdapter};
 use crate::store::keys::Displaced;
 use crate::targeted::to_server;
 use relay_wire::Fp;
@@ -89,6 +89,17 @@ impl Io {
             Io::Cluster(io, _) => io.get_socket(sid)?.extensions.get::<BoundKey>(),
         };
         key.map(|k| k.0)
+    }
+
+    /// The key the socket `sid` of this node holds, once its handshake bind (if one runs) is
+    /// over: at most `wait` ([`crate::sockets::settled_key`]).
+    pub async fn settled_key(&self, sid: &str, wait: std::time::Duration) -> Option<Arc<str>> {
+        let sid = sid.parse().ok()?;
+        let tab = match self {
+            Io::Local(io) => LocalAdapter::tab(&io.get_socket(sid)?),
+            Io::Cluster(io, _) => ClusterAdapter::tab(&io.get_socket(sid)?),
+        };
+        crate::sockets::settled_key(&tab, wait).await
     }
 
     /// This node's end of the calls between nodes (on Redis).
