@@ -44,6 +44,16 @@ if (argv.includes('--scale') || argv.includes('--storm')) {
   await (await import('./bench/scale.mjs')).main(argv, { root, target });
   process.exit(0);
 }
+// How soon a call waiting for its tab goes out once the tab binds on another node:
+// scripts/bench/wake.mjs.
+if (argv.includes('--wake')) {
+  const res = await (await import('./bench/wake.mjs')).wake({ root, target }, argv);
+  mkdirSync(join(root, '.run/bench'), { recursive: true });
+  const file = join(root, '.run/bench', `wake-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  writeFileSync(file, JSON.stringify(res, null, 2));
+  console.log(`\nraw results: ${file}`);
+  process.exit(0);
+}
 // The worker's memory per session with its timeline on: scripts/bench/timeline-memory.mjs.
 if (argv.includes('--timeline')) {
   await (await import('./bench/timeline-memory.mjs')).main(argv, { root, target });

@@ -302,6 +302,10 @@ cmd_bench() {
     return
   fi
   say "building release binaries (relay, loadgen, and the worker for --timeline)…"
+  # --wake plays its tabs with the official socket.io-client, from the black-box suites' packages.
+  if [[ " $* " == *" --wake "* ]]; then
+    e2e_deps
+  fi
   if [[ " $* " == *" --timeline "* ]]; then
     cargo build --release -p relay -p relay-bench -p agent-worker
   else
@@ -341,6 +345,7 @@ usage: scripts/manage.sh <command>
   bench --costs    a call's cost on Redis against a relay without it (relay CPU, Redis round trips)
   bench --scale    six relays on one Redis at 10k, 50k and 100k tabs (memory, binds, calls)
   bench --storm    a relay node killed under 19,000 tabs: how they come back, what calls meet
+  bench --wake     how soon a call waiting for its tab goes out once the tab binds on another node
   bench --scale --redis K   on a Redis Cluster of three primaries (K: cluster) or both (one,cluster); --costs and --storm take it too
   check            validate the configuration without starting anything
 EOF
