@@ -12,7 +12,7 @@
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { nodeSecrets, startRelay, startRedis } from '../../e2e/harness/index.mjs';
+import { eventually, nodeSecrets, startRelay, startRedis } from '../../e2e/harness/index.mjs';
 import { startRedisCluster } from '../../e2e/harness/redis-cluster.mjs';
 
 const CALL_TIMEOUT_MS = 5000;
@@ -20,15 +20,6 @@ const CALL_TIMEOUT_MS = 5000;
 const SETTLE_MS = 40;
 
 const log = (...a) => process.stderr.write(`${a.join(' ')}\n`);
-
-async function until(what, ms, check) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await check()) return;
-    await sleep(10);
-  }
-  throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-}
 
 const pct = (xs, q) => {
   if (!xs.length) return null;
@@ -87,7 +78,7 @@ async function onRedis(io, kind, lanes, rounds, bin) {
     const env = { ...nodeSecrets(), RUST_LOG: 'info', RELAY_REDIS_URL: redis.url, RELAY_RECONNECT_GRACE_MS: '60000', RELAY_SESSION_RATE_PER_SEC: '1000', RELAY_TOKEN_RATE_PER_MIN: '100000' };
     for (const name of ['wake-a', 'wake-b']) {
       const relay = await startRelay(env, { name, bin });
-      await until(`${name} to be ready`, 15000, async () => (await fetch(`${relay.url}/readyz`).catch(() => null))?.ok);
+      await eventually(async () => (await fetch(`${relay.url}/readyz`).catch(() => null))?.ok, `${name} to be ready`, 15000, 50);
       nodes.push(relay);
     }
     // Both nodes share the session keys and the worker's secret, so either takes the other's.
