@@ -38,6 +38,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const target = process.env.CARGO_TARGET_DIR ?? join(root, 'target');
+
+/** Writes a run's raw results to .run/bench/<prefix><time>.json and says where. */
+function saveRaw(prefix, res) {
+  mkdirSync(join(root, '.run/bench'), { recursive: true });
+  const file = join(root, '.run/bench', `${prefix}${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  writeFileSync(file, JSON.stringify(res, null, 2));
+  console.log(`\nraw results: ${file}`);
+}
 const argv = process.argv.slice(2);
 // Several relay nodes on one Redis at 10k–100k tabs, and a lost node: scripts/bench/scale.mjs.
 if (argv.includes('--scale') || argv.includes('--storm')) {
@@ -47,11 +55,7 @@ if (argv.includes('--scale') || argv.includes('--storm')) {
 // How soon a call waiting for its tab goes out once the tab binds on another node:
 // scripts/bench/wake.mjs.
 if (argv.includes('--wake')) {
-  const res = await (await import('./bench/wake.mjs')).wake({ root, target }, argv);
-  mkdirSync(join(root, '.run/bench'), { recursive: true });
-  const file = join(root, '.run/bench', `wake-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-  writeFileSync(file, JSON.stringify(res, null, 2));
-  console.log(`\nraw results: ${file}`);
+  saveRaw('wake-', await (await import('./bench/wake.mjs')).wake({ root, target }, argv));
   process.exit(0);
 }
 // The worker's memory per session with its timeline on: scripts/bench/timeline-memory.mjs.
@@ -76,11 +80,7 @@ const OTLP_SINK = '127.0.0.1:4199';
 // What a call costs on Redis against a relay without it, by node and Redis command:
 // scripts/bench/costs.mjs (also part of the full run below, on one Redis server).
 if (flag('--costs')) {
-  const res = await (await import('./bench/costs.mjs')).costs({ root, target }, argv, { pin });
-  mkdirSync(join(root, '.run/bench'), { recursive: true });
-  const file = join(root, '.run/bench', `costs-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-  writeFileSync(file, JSON.stringify(res, null, 2));
-  console.log(`\nraw results: ${file}`);
+  saveRaw('costs-', await (await import('./bench/costs.mjs')).costs({ root, target }, argv, { pin }));
   process.exit(0);
 }
 // Each tab is one descriptor in the server and one in the generator; a sandbox may cap that.
@@ -360,7 +360,4 @@ if (clusterRows.length) {
 console.log('\nintegrity (all runs): scenario/server  misrouted  lost  errors  bind-failures');
 for (const [k, m, l, e, b] of integrity) console.log(`  ${k.padEnd(28)} ${String(m).padStart(6)} ${String(l).padStart(5)} ${String(e).padStart(7)} ${String(b).padStart(8)}`);
 
-mkdirSync(join(root, '.run/bench'), { recursive: true });
-const file = join(root, '.run/bench', `${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-writeFileSync(file, JSON.stringify({ machine: { cpus: cpus().length, model: cpu }, reps, secs, results, rows }, null, 2));
-console.log(`\nraw results: ${file}`);
+saveRaw('', { machine: { cpus: cpus().length, model: cpu }, reps, secs, results, rows });

@@ -32,14 +32,17 @@ let C;
 
 const ports = () => (redis.cluster ? redis.ports : [redis.port]);
 
-/** `redis-cli` against the Redis under test (following a cluster's redirections). */
-function cli(...args) {
+/** `redis-cli` against one server, `port`, without following a cluster's redirections. */
+function redisAt(port, ...args) {
   return within(5000, new Promise((resolve, reject) => {
-    execFile('redis-cli', ['-c', '-h', '127.0.0.1', '-p', String(redis.port), ...args], (err, out) => {
+    execFile('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], (err, out) => {
       if (err) reject(err); else resolve(out.trim());
     });
-  }), `redis-cli ${args.join(' ')}`);
+  }), `redis-cli -p ${port} ${args.join(' ')}`);
 }
+
+/** `redis-cli` against the Redis under test (following a cluster's redirections). */
+const cli = (...args) => redisAt(redis.port, '-c', ...args);
 
 /** `MONITOR` on every Redis server; `lines` holds what each printed since. */
 async function monitor() {
@@ -257,15 +260,6 @@ test('a tab replaced from another node, and a key revoked there, are told on the
     return { lines, channel: `${GLOBAL}${a.server}#` };
   }, 'a revoked tab told through its own node alone');
 });
-
-/** `redis-cli` against one server, `port`, without following a cluster's redirections. */
-function redisAt(port, ...args) {
-  return within(5000, new Promise((resolve, reject) => {
-    execFile('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], (err, out) => {
-      if (err) reject(err); else resolve(out.trim());
-    });
-  }), `redis-cli -p ${port} ${args.join(' ')}`);
-}
 
 /** The port of the primary that serves the Redis name `name` (a Redis Cluster). */
 async function primaryOf(name) {

@@ -81,16 +81,6 @@ impl Io {
         }
     }
 
-    /// The key the socket `sid` of this node holds, if it is connected and holds one.
-    pub fn bound_key(&self, sid: &str) -> Option<Arc<str>> {
-        let sid = sid.parse().ok()?;
-        let key = match self {
-            Io::Local(io) => io.get_socket(sid)?.extensions.get::<BoundKey>(),
-            Io::Cluster(io, _) => io.get_socket(sid)?.extensions.get::<BoundKey>(),
-        };
-        key.map(|k| k.0)
-    }
-
     /// The key the socket `sid` of this node holds, once its handshake bind (if one runs) is
     /// over: at most `wait` ([`crate::sockets::settled_key`]).
     pub async fn settled_key(&self, sid: &str, wait: std::time::Duration) -> Option<Arc<str>> {
