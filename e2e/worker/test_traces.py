@@ -154,9 +154,20 @@ def one(spans: list[dict[str, Any]], **match: Any) -> dict[str, Any]:
     return found[0]
 
 
-def complete(spans: list[dict[str, Any]]) -> bool:
-    return any(s["name"] == "deliver" for s in spans) and any(
-        s["name"].startswith("POST /agent/tools") for s in spans
+def complete(spans: list[dict[str, Any]], entry: str = "POST /agent/tools") -> bool:
+    """Whether every span the tests read has arrived: the relay's call and its delivery, and the
+    worker's entry (``entry``), tool and HTTP attempt. Each process exports in batches of its own,
+    so a parent span, which ends last, may come in a later batch than its children."""
+
+    def has(service: str, test: Callable[[dict[str, Any]], bool]) -> bool:
+        return any(s["service"] == service and test(s) for s in spans)
+
+    return (
+        has("voice-relay", lambda s: s["name"] == "tool_call")
+        and has("voice-relay", lambda s: s["name"] == "deliver")
+        and has("agent-worker", lambda s: s["name"].startswith(entry))
+        and has("agent-worker", lambda s: s["name"].startswith("tool "))
+        and has("agent-worker", lambda s: s["kind"] == "client")
     )
 
 
@@ -240,13 +251,7 @@ async def test_an_mcp_call_carries_its_trace_in_params_meta(traced: Traced, tab:
             result = await client.call_tool("draw_card", {"positionLabel": "Present"})
     assert not result.is_error
     trace_id = f"{span.get_span_context().trace_id:032x}"
-    spans = await spans_of(
-        traced.receiver,
-        trace_id,
-        lambda ss: (
-            any(s["name"] == "deliver" for s in ss) and any(s["name"] == "tools/call" for s in ss)
-        ),
-    )
+    spans = await spans_of(traced.receiver, trace_id, lambda ss: complete(ss, "tools/call"))
     agent = one(spans, service="test-agent", name="function_tool")
     call = one(spans, service="agent-worker", name="tools/call")
     assert call["kind"] == "server"
